@@ -1,0 +1,56 @@
+// Package cli wires Gantry's subcommands together. Each subcommand lives in
+// its own file and only parses flags; the work happens in pkg/.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Execute runs the root command and returns the process exit code.
+func Execute() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "gantry:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gantry",
+		Short:         "Keep latency-sensitive serverless functions inside their SLOs with few containers",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newSimCmd(),
+		newBenchCmd(),
+		newClusterCmd(),
+		newControllerCmd(),
+	)
+	return root
+}
+
+// usageError marks bad flags or arguments; Execute maps it to exit code 2.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
