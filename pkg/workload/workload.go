@@ -1,0 +1,133 @@
+// Package workload describes the applications Gantry is evaluated on: each
+// app is a chain of functions whose execution time and output size depend on
+// the input size, plus the input-size distributions that requests are drawn
+// from. The models are ground truth for the simulator; the policy core never
+// reads them and has to learn them by profiling.
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// ErrUnknownApp is returned by Lookup for a name that is not in Names().
+var ErrUnknownApp = errors.New("unknown app")
+
+// ErrUnknownDist is returned by LookupDist for a name that is not in DistNames().
+var ErrUnknownDist = errors.New("unknown input-size distribution")
+
+// ErrBadSize is returned when an input size is not a positive finite number.
+var ErrBadSize = errors.New("input size must be a positive finite number")
+
+// Function is one serverless function with its ground-truth behaviour.
+type Function struct {
+	Name string
+	// SizeSensitive is false when execution time does not depend on the
+	// input size (send-message), so policies may treat it with a plain mean.
+	SizeSensitive bool
+	// ExecMean is the ground-truth mean execution time at an input size.
+	ExecMean func(size float64) time.Duration
+	// ExecNoise is the relative standard deviation of the execution time.
+	ExecNoise float64
+	// OutputMean is the mean output size, which is the next function's input.
+	OutputMean  func(size float64) float64
+	OutputNoise float64
+	// ExecModel and OutputModel describe the models in words, for reports.
+	ExecModel, OutputModel string
+}
+
+// Exec samples one execution time. It is log-normal around ExecMean so that
+// it is always positive and its mean stays ExecMean.
+func (f Function) Exec(size float64, rng *rand.Rand) time.Duration {
+	mean := float64(f.ExecMean(size))
+	d := time.Duration(mean * lognormalFactor(f.ExecNoise, rng))
+	return max(d, time.Microsecond)
+}
+
+// Output samples one output size, always positive.
+func (f Function) Output(size float64, rng *rand.Rand) float64 {
+	out := f.OutputMean(size) * lognormalFactor(f.OutputNoise, rng)
+	return max(out, minSize)
+}
+
+// minSize keeps every sampled size strictly positive so that log-space fits
+// downstream never see zero.
+const minSize = 1e-6
+
+// lognormalFactor returns a factor with mean 1 and relative spread about cv.
+func lognormalFactor(cv float64, rng *rand.Rand) float64 {
+	if cv <= 0 {
+		return 1
+	}
+	sigma := math.Sqrt(math.Log1p(cv * cv))
+	return math.Exp(sigma*rng.NormFloat64() - sigma*sigma/2)
+}
+
+// App is a chain of functions invoked in order; the output of one is the
+// input of the next.
+type App struct {
+	Name  string
+	Chain []Function
+	// MinSize and MaxSize bound the input size of the first function.
+	MinSize, MaxSize float64
+	// SizeUnit names the unit of the first function's input size.
+	SizeUnit string
+	// SLO is 1.2 x the app's end-to-end mean execution time at MaxSize.
+	SLO time.Duration
+}
+
+// sloFactor is the paper's SLO rule: ~20% above the maximum execution time.
+const sloFactor = 1.2
+
+// MaxExec is the end-to-end mean execution time of the chain at MaxSize,
+// following the mean output sizes from function to function.
+func (a App) MaxExec() time.Duration {
+	return a.ExecAt(a.MaxSize)
+}
+
+// ExecAt is the end-to-end mean execution time for a first-function input size.
+func (a App) ExecAt(size float64) time.Duration {
+	var total time.Duration
+	for _, f := range a.Chain {
+		total += f.ExecMean(size)
+		size = f.OutputMean(size)
+	}
+	return total
+}
+
+// CheckSize reports whether size is a usable input size for this app.
+func (a App) CheckSize(size float64) error {
+	if math.IsNaN(size) || math.IsInf(size, 0) || size <= 0 {
+		return fmt.Errorf("%w: %v", ErrBadSize, size)
+	}
+	return nil
+}
+
+func newApp(name, unit string, minSize, maxSize float64, chain ...Function) App {
+	a := App{Name: name, Chain: chain, MinSize: minSize, MaxSize: maxSize, SizeUnit: unit}
+	a.SLO = time.Duration(sloFactor * float64(a.MaxExec())).Round(time.Millisecond)
+	return a
+}
+
+// Lookup returns the app with the given name.
+func Lookup(name string) (App, error) {
+	build, ok := catalog[name]
+	if !ok {
+		return App{}, fmt.Errorf("%w %q (known: %v)", ErrUnknownApp, name, Names())
+	}
+	return build(), nil
+}
+
+// Names lists the apps in a stable order.
+func Names() []string {
+	names := make([]string, 0, len(catalog))
+	for n := range catalog {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

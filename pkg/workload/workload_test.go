@@ -1,0 +1,120 @@
+package workload
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestLookupKnowsEveryPaperApp(t *testing.T) {
+	for _, name := range []string{"image-compression", "sentiment-analysis", "email-categorization", "audio-translation", "document-summary"} {
+		app, err := Lookup(name)
+		if err != nil {
+			t.Fatalf("Lookup(%q): %v", name, err)
+		}
+		if app.Name != name || len(app.Chain) == 0 {
+			t.Errorf("Lookup(%q) = %+v", name, app)
+		}
+	}
+	if got := len(Names()); got != 5 {
+		t.Errorf("Names() has %d apps, want 5", got)
+	}
+}
+
+func TestLookupUnknownAppIsSentinel(t *testing.T) {
+	_, err := Lookup("nope")
+	if !errors.Is(err, ErrUnknownApp) {
+		t.Fatalf("err = %v, want ErrUnknownApp", err)
+	}
+}
+
+func TestAudioTranslationIsThePaperChain(t *testing.T) {
+	app, _ := Lookup("audio-translation")
+	want := []string{"speech-to-text", "text-translate", "send-message"}
+	if len(app.Chain) != len(want) {
+		t.Fatalf("chain length %d, want %d", len(app.Chain), len(want))
+	}
+	for i, f := range app.Chain {
+		if f.Name != want[i] {
+			t.Errorf("chain[%d] = %s, want %s", i, f.Name, want[i])
+		}
+	}
+	msg := app.Chain[2]
+	if msg.SizeSensitive || msg.ExecMean(1) != msg.ExecMean(1000) {
+		t.Error("send-message must not be input-size-sensitive")
+	}
+}
+
+// The paper sets every app's SLO ~20% above its maximum execution time.
+func TestSLOIsTwentyPercentAboveMaxExecution(t *testing.T) {
+	for _, name := range Names() {
+		app, _ := Lookup(name)
+		want := 1.2 * float64(app.ExecAt(app.MaxSize))
+		if math.Abs(float64(app.SLO)-want) > float64(time.Millisecond) {
+			t.Errorf("%s: SLO %v, want 1.2 x %v", name, app.SLO, app.MaxExec())
+		}
+		if app.ExecAt(app.MinSize) >= app.ExecAt(app.MaxSize) {
+			t.Errorf("%s: execution time does not grow with input size", name)
+		}
+	}
+}
+
+func TestSampledExecutionAndOutputArePositiveWithMeanNearModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, name := range Names() {
+		app, _ := Lookup(name)
+		for _, f := range app.Chain {
+			size := (app.MinSize + app.MaxSize) / 2
+			const n = 20000
+			var sum float64
+			for range n {
+				d := f.Exec(size, rng)
+				if d <= 0 || f.Output(size, rng) <= 0 {
+					t.Fatalf("%s/%s: non-positive sample", name, f.Name)
+				}
+				sum += float64(d)
+			}
+			mean := sum / n
+			if rel := math.Abs(mean/float64(f.ExecMean(size)) - 1); rel > 0.01 {
+				t.Errorf("%s/%s: sample mean off model by %.2f%%", name, f.Name, rel*100)
+			}
+		}
+	}
+}
+
+func TestModelsMixLinearAndPowerLaw(t *testing.T) {
+	var linear, power int
+	for _, name := range Names() {
+		app, _ := Lookup(name)
+		for _, f := range app.Chain {
+			if !f.SizeSensitive {
+				continue
+			}
+			// A power law with exponent < 1 is concave; a line has zero
+			// second difference.
+			a, b, c := float64(f.ExecMean(1)), float64(f.ExecMean(2)), float64(f.ExecMean(3))
+			if math.Abs(a-2*b+c) < float64(time.Microsecond) {
+				linear++
+			} else {
+				power++
+			}
+		}
+	}
+	if linear == 0 || power == 0 {
+		t.Errorf("linear=%d power=%d, want both shapes", linear, power)
+	}
+}
+
+func TestCheckSizeRejectsNonPositive(t *testing.T) {
+	app, _ := Lookup("image-compression")
+	for _, s := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if err := app.CheckSize(s); !errors.Is(err, ErrBadSize) {
+			t.Errorf("CheckSize(%v) = %v, want ErrBadSize", s, err)
+		}
+	}
+	if err := app.CheckSize(1); err != nil {
+		t.Errorf("CheckSize(1) = %v", err)
+	}
+}
