@@ -1,0 +1,121 @@
+// Package sim is a deterministic discrete-event simulator of a serverless
+// cluster. It replays a trace against one app, applies the decisions of a
+// policy from pkg/policy, and reports SLO compliance, latency percentiles,
+// containers and energy. The virtual clock is an int64 nanosecond offset;
+// the policy sees it as time.Time so the same policy code can run live.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/trace"
+	"gantry.dev/gantry/pkg/workload"
+)
+
+// Defaults applied by Run when the matching Config field is zero. They are
+// the paper's real-system set-up (6 nodes x 48 cores, 192 GB) and Fifer's
+// simulator constants (1.5 s cold start, 10 min idle reclaim, 10 s window).
+const (
+	DefaultNodes             = 6
+	DefaultCoresPerNode      = 48
+	DefaultMemoryPerNodeMB   = 192 * 1024
+	DefaultContainerMemoryMB = 2048
+	DefaultColdStart         = 1500 * time.Millisecond
+	DefaultIdleTimeout       = 10 * time.Minute
+	DefaultWindow            = 10 * time.Second
+	DefaultTick              = 500 * time.Millisecond
+)
+
+var (
+	// ErrBadConfig is returned for a Config that cannot be simulated.
+	ErrBadConfig = errors.New("sim: invalid config")
+	// ErrInvariant is returned when the engine detects a broken internal
+	// invariant (a request completing twice, a lost request). It indicates
+	// a bug, never bad input.
+	ErrInvariant = errors.New("sim: internal invariant broken")
+)
+
+// Config describes one simulation run.
+type Config struct {
+	App   workload.App
+	Dist  workload.Distribution
+	Trace trace.Trace
+	// Policy is one of policy.Names(). Custom, when set, is used instead;
+	// it lets tests and experiments plug in a policy that has no name.
+	Policy string
+	Custom policy.Policy
+	Seed   uint64
+
+	Nodes, CoresPerNode int
+	MemoryPerNodeMB     int
+	ContainerMemoryMB   int
+
+	// ColdStart, IdleTimeout and Window default to 1.5 s, 10 min and 10 s.
+	// Tick is how often the policy's reactive part runs (default 500 ms).
+	ColdStart, IdleTimeout, Window, Tick time.Duration
+
+	// Progress, when set, is called after every window of simulated time.
+	Progress func(simulated, total time.Duration)
+	// OnComplete, when set, is called once per finished request with its
+	// id (0, 1, 2, ... in arrival order) and end-to-end response time.
+	OnComplete func(id int64, response time.Duration)
+}
+
+func (c *Config) applyDefaults() {
+	setDefault(&c.Nodes, DefaultNodes)
+	setDefault(&c.CoresPerNode, DefaultCoresPerNode)
+	setDefault(&c.MemoryPerNodeMB, DefaultMemoryPerNodeMB)
+	setDefault(&c.ContainerMemoryMB, DefaultContainerMemoryMB)
+	setDefault(&c.ColdStart, DefaultColdStart)
+	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&c.Window, DefaultWindow)
+	setDefault(&c.Tick, DefaultTick)
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case len(c.App.Chain) == 0:
+		return fmt.Errorf("%w: app %q has no functions", ErrBadConfig, c.App.Name)
+	case c.App.SLO <= 0:
+		return fmt.Errorf("%w: app SLO %v must be positive", ErrBadConfig, c.App.SLO)
+	case !(c.App.MinSize > 0) || c.App.MaxSize < c.App.MinSize:
+		return fmt.Errorf("%w: size range [%v, %v] must be positive and ordered", ErrBadConfig, c.App.MinSize, c.App.MaxSize)
+	case c.Dist == nil:
+		return fmt.Errorf("%w: no input-size distribution", ErrBadConfig)
+	case c.Custom == nil && c.Policy == "":
+		return fmt.Errorf("%w: no policy", ErrBadConfig)
+	}
+	if err := c.Trace.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	return c.validateCluster()
+}
+
+func (c *Config) validateCluster() error {
+	for _, v := range []struct {
+		name string
+		val  int64
+	}{
+		{"nodes", int64(c.Nodes)}, {"cores per node", int64(c.CoresPerNode)},
+		{"memory per node", int64(c.MemoryPerNodeMB)}, {"container memory", int64(c.ContainerMemoryMB)},
+		{"cold start", int64(c.ColdStart)}, {"idle timeout", int64(c.IdleTimeout)},
+		{"window", int64(c.Window)}, {"tick", int64(c.Tick)},
+	} {
+		if v.val < 0 {
+			return fmt.Errorf("%w: %s must not be negative", ErrBadConfig, v.name)
+		}
+	}
+	if c.ContainerMemoryMB > c.MemoryPerNodeMB {
+		return fmt.Errorf("%w: a %d MB container does not fit a %d MB node", ErrBadConfig, c.ContainerMemoryMB, c.MemoryPerNodeMB)
+	}
+	return nil
+}

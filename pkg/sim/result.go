@@ -1,0 +1,75 @@
+package sim
+
+import "time"
+
+// Result is the outcome of one run. Durations marshal as nanoseconds; the
+// CLI converts to milliseconds for its own JSON schema.
+type Result struct {
+	App    string `json:"app"`
+	Dist   string `json:"dist"`
+	Trace  string `json:"trace"`
+	Policy string `json:"policy"`
+
+	Requests          int64 `json:"requests"`
+	ColdStarts        int64 `json:"cold_starts"`
+	ContainersSpawned int64 `json:"containers_spawned"`
+	// SpawnFailures counts container starts refused because no node had a
+	// free core and enough memory.
+	SpawnFailures int64 `json:"spawn_failures"`
+
+	AvgContainers  float64 `json:"avg_containers"`
+	PeakContainers float64 `json:"peak_containers"`
+	// SLOCompliance is the fraction (0..1) of requests whose end-to-end
+	// response time is within the app SLO.
+	SLOCompliance float64       `json:"slo_compliance"`
+	SLO           time.Duration `json:"slo"`
+
+	P50  time.Duration `json:"p50"`
+	P95  time.Duration `json:"p95"`
+	P99  time.Duration `json:"p99"`
+	P999 time.Duration `json:"p999"`
+
+	// MeanQueue + MeanColdStart + MeanExec is the mean response time.
+	MeanQueue     time.Duration `json:"mean_queue"`
+	MeanColdStart time.Duration `json:"mean_cold_start"`
+	MeanExec      time.Duration `json:"mean_exec"`
+
+	JobsPerContainer float64 `json:"jobs_per_container"`
+	EnergyJ          float64 `json:"energy_j"`
+	// SimulatedSeconds is the virtual time covered, including the drain of
+	// requests still in flight when the trace ends.
+	SimulatedSeconds float64 `json:"simulated_s"`
+	WallSeconds      float64 `json:"wall_s"`
+
+	Functions  []FunctionResult `json:"functions"`
+	LatencyCDF []CDFPoint       `json:"latency_cdf"`
+}
+
+// FunctionResult holds the same metrics for one function of the chain. Its
+// response times are per stage (queue + cold start + execution at that
+// function) and its SLO is the function's share of the app SLO.
+type FunctionResult struct {
+	Name              string        `json:"name"`
+	Requests          int64         `json:"requests"`
+	ColdStarts        int64         `json:"cold_starts"`
+	ContainersSpawned int64         `json:"containers_spawned"`
+	AvgContainers     float64       `json:"avg_containers"`
+	PeakContainers    float64       `json:"peak_containers"`
+	SLO               time.Duration `json:"slo"`
+	SLOCompliance     float64       `json:"slo_compliance"`
+	P50               time.Duration `json:"p50"`
+	P95               time.Duration `json:"p95"`
+	P99               time.Duration `json:"p99"`
+	P999              time.Duration `json:"p999"`
+	MeanQueue         time.Duration `json:"mean_queue"`
+	MeanColdStart     time.Duration `json:"mean_cold_start"`
+	MeanExec          time.Duration `json:"mean_exec"`
+	JobsPerContainer  float64       `json:"jobs_per_container"`
+	EnergyJ           float64       `json:"energy_j"`
+}
+
+// CDFPoint is one point of the end-to-end latency CDF.
+type CDFPoint struct {
+	Millis   float64 `json:"ms"`
+	Fraction float64 `json:"fraction"`
+}
