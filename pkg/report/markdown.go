@@ -1,0 +1,97 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Section is free-form markdown placed before the per-condition tables.
+type Section struct {
+	Heading string
+	Body    string
+}
+
+// Document is everything report.md shows.
+type Document struct {
+	Title    string
+	Intro    string
+	Sections []Section
+	Records  []Record
+	// Plots maps a group key to the plot files (relative paths) drawn for it.
+	Plots map[string][]string
+}
+
+// baseline is the policy other policies' containers are compared with: Atoll
+// spawns a container per request in flight, the paper's reference point.
+const baseline = "atoll"
+
+// WriteMarkdown renders the document.
+func WriteMarkdown(w io.Writer, doc Document) error {
+	if len(doc.Records) == 0 {
+		return ErrNoRecords
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", doc.Title)
+	if doc.Intro != "" {
+		fmt.Fprintf(&b, "%s\n\n", strings.TrimSpace(doc.Intro))
+	}
+	for _, s := range doc.Sections {
+		fmt.Fprintf(&b, "## %s\n\n%s\n\n", s.Heading, strings.TrimSpace(s.Body))
+	}
+	b.WriteString("## Results per condition\n\n")
+	b.WriteString("Containers Δ is containers spawned against Atoll (negative is fewer). ")
+	b.WriteString("SLO is the fraction of requests that finished within the app's SLO.\n\n")
+	for _, g := range GroupRecords(doc.Records) {
+		writeGroup(&b, g, doc.Plots[g.Key()])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeGroup(b *strings.Builder, g Group, plots []string) {
+	fmt.Fprintf(b, "### %s\n\n", g.Title())
+	if slo := g.Runs[0].SLOMs; slo > 0 {
+		fmt.Fprintf(b, "App SLO %.0f ms.\n\n", slo)
+	}
+	b.WriteString("| policy | requests | containers spawned | Δ vs Atoll | avg live | peak live | SLO | p50 ms | p99 ms | p99.9 ms | queue / cold / exec ms | jobs per container | energy kJ | cold starts |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	base, hasBase := g.Policy(baseline)
+	for _, r := range g.Runs {
+		delta := "—"
+		if hasBase && r.Policy != baseline {
+			delta = Percent(Change(float64(r.ContainersSpawned), float64(base.ContainersSpawned)))
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %s | %.1f | %.0f | %s | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %.1f | %.1f | %d |\n",
+			r.Policy, r.Requests, r.ContainersSpawned, delta, r.AvgContainers, r.PeakContainers,
+			Compliance(r.SLOCompliance), r.P50Ms, r.P99Ms, r.P999Ms,
+			r.MeanQueueMs, r.MeanColdStartMs, r.MeanExecMs,
+			r.JobsPerContainer, r.EnergyJ/1000, r.ColdStarts)
+	}
+	b.WriteString("\n")
+	for _, p := range plots {
+		fmt.Fprintf(b, "![%s](%s)\n", p, p)
+	}
+	if len(plots) > 0 {
+		b.WriteString("\n")
+	}
+}
+
+// Change is (v - ref) / ref, or 0 when ref is 0.
+func Change(v, ref float64) float64 {
+	if ref == 0 {
+		return 0
+	}
+	return (v - ref) / ref
+}
+
+// Percent formats a signed relative change, e.g. "-43%".
+func Percent(frac float64) string {
+	return fmt.Sprintf("%+.0f%%", frac*100)
+}
+
+// Compliance formats an SLO-compliance fraction with the precision the paper
+// uses (two decimals of a percent).
+func Compliance(frac float64) string {
+	return fmt.Sprintf("%.2f%%", frac*100)
+}

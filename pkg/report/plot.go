@@ -1,0 +1,153 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+const (
+	plotW = 7 * vg.Inch
+	plotH = 4 * vg.Inch
+	// cdfSpan is how far past the SLO the CDF's x axis reaches; beyond it
+	// the curves are flat at 1 or are failures already visible in p99.
+	cdfSpan = 3.0
+)
+
+// WritePlots draws the containers, SLO and latency-CDF plots of one group
+// into dir and returns their file names.
+func WritePlots(dir string, g Group) ([]string, error) {
+	draws := []struct {
+		suffix string
+		draw   func(Group) (*plot.Plot, error)
+	}{
+		{"containers", containersPlot},
+		{"slo", sloPlot},
+		{"latency-cdf", cdfPlot},
+	}
+	var files []string
+	for _, d := range draws {
+		p, err := d.draw(g)
+		if err != nil {
+			return files, fmt.Errorf("plot %s %s: %w", g.Key(), d.suffix, err)
+		}
+		name := fmt.Sprintf("%s-%s.png", g.Key(), d.suffix)
+		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
+			return files, fmt.Errorf("save %s: %w", name, err)
+		}
+		files = append(files, name)
+	}
+	return files, nil
+}
+
+func policyNames(g Group) []string {
+	names := make([]string, len(g.Runs))
+	for i, r := range g.Runs {
+		names[i] = r.Policy
+	}
+	return names
+}
+
+func barPlot(g Group, title, ylabel string, value func(Record) float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title + " — " + g.Title()
+	p.Y.Label.Text = ylabel
+	vals := make(plotter.Values, len(g.Runs))
+	for i, r := range g.Runs {
+		vals[i] = finite(value(r))
+	}
+	bars, err := plotter.NewBarChart(vals, vg.Points(24))
+	if err != nil {
+		return nil, err
+	}
+	bars.Color = plotutil.Color(0)
+	p.Add(bars, plotter.NewGrid())
+	p.NominalX(policyNames(g)...)
+	p.Y.Min = 0
+	return p, nil
+}
+
+func containersPlot(g Group) (*plot.Plot, error) {
+	return barPlot(g, "Containers spawned", "containers", func(r Record) float64 {
+		return float64(r.ContainersSpawned)
+	})
+}
+
+// sloPlot shows misses rather than compliance: compliance bars would all sit
+// near 100% and hide the differences the paper cares about.
+func sloPlot(g Group) (*plot.Plot, error) {
+	return barPlot(g, "SLO compliance (misses)", "% of requests over the SLO (lower is better)",
+		func(r Record) float64 { return 100 * (1 - r.SLOCompliance) })
+}
+
+func cdfPlot(g Group) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "Response-time CDF — " + g.Title()
+	p.X.Label.Text = "response time (ms)"
+	p.Y.Label.Text = "fraction of requests"
+	p.Y.Min, p.Y.Max = 0, 1
+	xmax := 0.0
+	for i, r := range g.Runs {
+		if len(r.LatencyCDF) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(cdfXYs(r.LatencyCDF))
+		if err != nil {
+			return nil, err
+		}
+		line.Color = plotutil.Color(i)
+		line.Dashes = plotutil.Dashes(i)
+		p.Add(line)
+		p.Legend.Add(r.Policy, line)
+		xmax = max(xmax, r.P999Ms)
+	}
+	if slo := g.Runs[0].SLOMs; slo > 0 {
+		addSLOLine(p, slo)
+		xmax = min(max(xmax, slo*1.2), slo*cdfSpan)
+	}
+	if xmax > 0 {
+		p.X.Min, p.X.Max = 0, xmax
+	}
+	p.Legend.Top = false
+	p.Legend.Left = false
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func addSLOLine(p *plot.Plot, slo float64) {
+	xy := plotter.XYs{{X: slo, Y: 0}, {X: slo, Y: 1}}
+	line, err := plotter.NewLine(xy)
+	if err != nil {
+		return
+	}
+	line.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+	p.Add(line)
+	p.Legend.Add("SLO", line)
+}
+
+func cdfXYs(points []CDFPoint) plotter.XYs {
+	xys := make(plotter.XYs, 0, len(points))
+	for _, pt := range points {
+		if isFinite(pt.Millis) && isFinite(pt.Fraction) {
+			xys = append(xys, plotter.XY{X: pt.Millis, Y: pt.Fraction})
+		}
+	}
+	if len(xys) == 0 {
+		xys = append(xys, plotter.XY{})
+	}
+	return xys
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func finite(v float64) float64 {
+	if !isFinite(v) {
+		return 0
+	}
+	return v
+}

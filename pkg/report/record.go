@@ -1,0 +1,117 @@
+// Package report turns simulation results into files people read: a CSV and
+// a JSON of every run, a markdown report, and PNG plots. It knows nothing of
+// the simulator; callers convert their results into Records.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// ErrNoRecords is returned when there is nothing to report.
+var ErrNoRecords = errors.New("no runs to report")
+
+// CDFPoint is one point of a latency CDF.
+type CDFPoint struct {
+	Millis   float64 `json:"ms"`
+	Fraction float64 `json:"fraction"`
+}
+
+// FunctionRecord holds the metrics of one function of an app's chain.
+type FunctionRecord struct {
+	Name              string  `json:"name"`
+	Requests          int64   `json:"requests"`
+	ColdStarts        int64   `json:"cold_starts"`
+	ContainersSpawned int64   `json:"containers_spawned"`
+	AvgContainers     float64 `json:"avg_containers"`
+	PeakContainers    float64 `json:"peak_containers"`
+	P50Ms             float64 `json:"p50_ms"`
+	P99Ms             float64 `json:"p99_ms"`
+	MeanQueueMs       float64 `json:"mean_queue_ms"`
+	MeanExecMs        float64 `json:"mean_exec_ms"`
+	JobsPerContainer  float64 `json:"jobs_per_container"`
+}
+
+// Record is one simulated run of one policy, with every metric we report.
+type Record struct {
+	App    string `json:"app"`
+	Dist   string `json:"dist"`
+	Trace  string `json:"trace"`
+	Policy string `json:"policy"`
+	// Scale names the cluster set-up, e.g. "real" (6x48 cores) or "large".
+	Scale             string           `json:"scale,omitempty"`
+	Cores             int              `json:"cores,omitempty"`
+	SLOMs             float64          `json:"slo_ms,omitempty"`
+	Requests          int64            `json:"requests"`
+	ContainersSpawned int64            `json:"containers_spawned"`
+	AvgContainers     float64          `json:"avg_containers"`
+	PeakContainers    float64          `json:"peak_containers"`
+	SLOCompliance     float64          `json:"slo_compliance"`
+	P50Ms             float64          `json:"p50_ms"`
+	P95Ms             float64          `json:"p95_ms"`
+	P99Ms             float64          `json:"p99_ms"`
+	P999Ms            float64          `json:"p999_ms"`
+	MeanQueueMs       float64          `json:"mean_queue_ms"`
+	MeanColdStartMs   float64          `json:"mean_cold_start_ms"`
+	MeanExecMs        float64          `json:"mean_exec_ms"`
+	JobsPerContainer  float64          `json:"jobs_per_container"`
+	EnergyJ           float64          `json:"energy_j"`
+	ColdStarts        int64            `json:"cold_starts"`
+	WallS             float64          `json:"wall_s"`
+	Functions         []FunctionRecord `json:"functions,omitempty"`
+	LatencyCDF        []CDFPoint       `json:"latency_cdf,omitempty"`
+}
+
+// Summary is the fixed set of fields `gantry sim --json` prints per run.
+type Summary struct {
+	App               string  `json:"app"`
+	Dist              string  `json:"dist"`
+	Trace             string  `json:"trace"`
+	Policy            string  `json:"policy"`
+	Requests          int64   `json:"requests"`
+	ContainersSpawned int64   `json:"containers_spawned"`
+	AvgContainers     float64 `json:"avg_containers"`
+	SLOCompliance     float64 `json:"slo_compliance"`
+	P50Ms             float64 `json:"p50_ms"`
+	P99Ms             float64 `json:"p99_ms"`
+	JobsPerContainer  float64 `json:"jobs_per_container"`
+	EnergyJ           float64 `json:"energy_j"`
+	ColdStarts        int64   `json:"cold_starts"`
+	WallS             float64 `json:"wall_s"`
+}
+
+// Summary projects a Record onto the --json fields.
+func (r Record) Summary() Summary {
+	return Summary{
+		App: r.App, Dist: r.Dist, Trace: r.Trace, Policy: r.Policy,
+		Requests: r.Requests, ContainersSpawned: r.ContainersSpawned,
+		AvgContainers: r.AvgContainers, SLOCompliance: r.SLOCompliance,
+		P50Ms: r.P50Ms, P99Ms: r.P99Ms, JobsPerContainer: r.JobsPerContainer,
+		EnergyJ: r.EnergyJ, ColdStarts: r.ColdStarts, WallS: r.WallS,
+	}
+}
+
+// WriteSummaryJSON writes exactly one JSON object, {"runs":[...]}, with the
+// --json fields of every record, followed by a newline.
+func WriteSummaryJSON(w io.Writer, records []Record) error {
+	runs := make([]Summary, len(records))
+	for i, r := range records {
+		runs[i] = r.Summary()
+	}
+	return json.NewEncoder(w).Encode(struct {
+		Runs []Summary `json:"runs"`
+	}{runs})
+}
+
+// WriteFullJSON writes {"runs":[...]} with every field of every record.
+func WriteFullJSON(w io.Writer, records []Record) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if records == nil {
+		records = []Record{}
+	}
+	return enc.Encode(struct {
+		Runs []Record `json:"runs"`
+	}{records})
+}

@@ -1,0 +1,213 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"flag"
+	"image/png"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func sampleRecords() []Record {
+	cdf := func(scale float64) []CDFPoint {
+		return []CDFPoint{{0, 0}, {100 * scale, 0.5}, {300 * scale, 0.99}, {400 * scale, 1}}
+	}
+	return []Record{
+		{App: "image-compression", Dist: "heavy", Trace: "poisson", Policy: "atoll", SLOMs: 697,
+			Requests: 1000, ContainersSpawned: 200, AvgContainers: 150.5, PeakContainers: 210,
+			SLOCompliance: 0.9999, P50Ms: 300, P95Ms: 450, P99Ms: 520, P999Ms: 600,
+			MeanQueueMs: 1, MeanColdStartMs: 2, MeanExecMs: 300, JobsPerContainer: 5,
+			EnergyJ: 123456, ColdStarts: 3, WallS: 0.5, LatencyCDF: cdf(1)},
+		{App: "image-compression", Dist: "heavy", Trace: "poisson", Policy: "cypress", SLOMs: 697,
+			Requests: 1000, ContainersSpawned: 114, AvgContainers: 90, PeakContainers: 120,
+			SLOCompliance: 0.9997, P50Ms: 320, P95Ms: 480, P99Ms: 560, P999Ms: 650,
+			MeanQueueMs: 20, MeanColdStartMs: 2, MeanExecMs: 300, JobsPerContainer: 8.77,
+			EnergyJ: 100000, ColdStarts: 1, WallS: 0.25, LatencyCDF: cdf(1.1)},
+		{App: "audio-translation", Dist: "light", Trace: "wiki", Policy: "cypress", SLOMs: 990,
+			Requests: 3000, ContainersSpawned: 50, AvgContainers: 40, PeakContainers: 52,
+			SLOCompliance: 0.98, P50Ms: 500, P99Ms: 1200, P999Ms: 1500, JobsPerContainer: 60,
+			EnergyJ: 5000, WallS: 1},
+	}
+}
+
+func TestWriteDirWritesEveryFile(t *testing.T) {
+	dir := t.TempDir()
+	err := WriteDir(dir, Document{Title: "Simulation", Records: sampleRecords()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full struct{ Runs []Record }
+	readJSON(t, filepath.Join(dir, JSONFile), &full)
+	if !slices.EqualFunc(full.Runs, sampleRecords(), func(a, b Record) bool {
+		return a.Policy == b.Policy && a.ContainersSpawned == b.ContainersSpawned && len(a.LatencyCDF) == len(b.LatencyCDF)
+	}) {
+		t.Errorf("results.json runs = %+v", full.Runs)
+	}
+	rows := readCSV(t, filepath.Join(dir, CSVFile))
+	if len(rows) != 4 || !slices.Equal(rows[0], csvHeader) || rows[2][3] != "cypress" || rows[2][8] != "114" {
+		t.Errorf("results.csv = %v", rows)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"image-compression_heavy_poisson", "audio-translation_light_wiki"} {
+		for _, kind := range []string{"containers", "slo", "latency-cdf"} {
+			name := filepath.Join(PlotsDir, g+"-"+kind+".png")
+			checkPNG(t, filepath.Join(dir, name))
+			if !bytes.Contains(md, []byte("("+filepath.ToSlash(name)+")")) {
+				t.Errorf("report.md does not link %s", name)
+			}
+		}
+	}
+}
+
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+		t.Errorf("%s: %v is too small", path, b)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func TestSummaryJSONHasExactlyTheDocumentedFields(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteSummaryJSON(&buf, sampleRecords()); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.TrimSpace(buf.String()), "\n"); n != 0 {
+		t.Errorf("summary is %d lines, want one object on one line", n+1)
+	}
+	var top map[string][]map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &top); err != nil {
+		t.Fatal(err)
+	}
+	if len(top) != 1 || len(top["runs"]) != 3 {
+		t.Fatalf("got %v", top)
+	}
+	want := []string{"app", "avg_containers", "cold_starts", "containers_spawned", "dist", "energy_j",
+		"jobs_per_container", "p50_ms", "p99_ms", "policy", "requests", "slo_compliance", "trace", "wall_s"}
+	var got []string
+	for k := range top["runs"][1] {
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("fields %v, want %v", got, want)
+	}
+	if top["runs"][1]["slo_compliance"].(float64) != 0.9997 {
+		t.Errorf("slo_compliance must be a fraction, got %v", top["runs"][1]["slo_compliance"])
+	}
+}
+
+// The markdown report is compared with a golden file; run with -update after
+// an intended change and review the diff.
+func TestMarkdownMatchesGolden(t *testing.T) {
+	doc := Document{
+		Title: "Gantry simulation", Intro: "Seed 1.",
+		Sections: []Section{{Heading: "Beside the paper", Body: "| a | b |\n|---|---|\n| 1 | 2 |"}},
+		Records:  sampleRecords(),
+		Plots:    map[string][]string{"image-compression_heavy_poisson": {"plots/x.png"}},
+	}
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, doc); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "report.golden.md")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("report.md differs from %s:\n%s", golden, buf.String())
+	}
+}
+
+func TestMarkdownComparesContainersWithAtoll(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, Document{Title: "t", Records: sampleRecords()}); err != nil {
+		t.Fatal(err)
+	}
+	// cypress spawned 114 against atoll's 200: 43% fewer.
+	if !strings.Contains(buf.String(), "| cypress | 1000 | 114 | -43% |") {
+		t.Errorf("missing the containers change against Atoll:\n%s", buf.String())
+	}
+	if !strings.Contains(buf.String(), "99.97%") {
+		t.Error("SLO compliance is not shown as a percentage")
+	}
+}
+
+func TestNothingToReportIsAnError(t *testing.T) {
+	if err := WriteDir(t.TempDir(), Document{}); !errors.Is(err, ErrNoRecords) {
+		t.Errorf("WriteDir = %v, want ErrNoRecords", err)
+	}
+	if err := WriteMarkdown(&bytes.Buffer{}, Document{}); !errors.Is(err, ErrNoRecords) {
+		t.Errorf("WriteMarkdown = %v, want ErrNoRecords", err)
+	}
+}
+
+func TestWriteDirFailsCleanlyOnUnwritableDir(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteDir(filepath.Join(file, "sub"), Document{Records: sampleRecords()}); err == nil {
+		t.Error("WriteDir into a path under a regular file succeeded")
+	}
+}
+
+func TestGroupRecordsKeepsOrderAndSplitsByCondition(t *testing.T) {
+	gs := GroupRecords(sampleRecords())
+	if len(gs) != 2 || len(gs[0].Runs) != 2 || gs[1].App != "audio-translation" {
+		t.Fatalf("groups = %+v", gs)
+	}
+	if _, ok := gs[1].Policy("atoll"); ok {
+		t.Error("found an atoll run that is not there")
+	}
+}

@@ -1,0 +1,75 @@
+package report
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Files written by WriteDir, relative to its directory.
+const (
+	CSVFile      = "results.csv"
+	JSONFile     = "results.json"
+	MarkdownFile = "report.md"
+	PlotsDir     = "plots"
+)
+
+// WriteDir writes results.csv, results.json, plots/*.png and report.md into
+// dir, creating it if needed.
+func WriteDir(dir string, doc Document) error {
+	if len(doc.Records) == 0 {
+		return ErrNoRecords
+	}
+	if err := os.MkdirAll(filepath.Join(dir, PlotsDir), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := writeFile(filepath.Join(dir, CSVFile), func(f *os.File) error {
+		return WriteCSV(f, doc.Records)
+	}); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(dir, JSONFile), func(f *os.File) error {
+		return WriteFullJSON(f, doc.Records)
+	}); err != nil {
+		return err
+	}
+	plots, err := writeAllPlots(filepath.Join(dir, PlotsDir), doc.Records)
+	if err != nil {
+		return err
+	}
+	doc.Plots = plots
+	return writeFile(filepath.Join(dir, MarkdownFile), func(f *os.File) error {
+		return WriteMarkdown(f, doc)
+	})
+}
+
+func writeAllPlots(dir string, records []Record) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, g := range GroupRecords(records) {
+		files, err := WritePlots(dir, g)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			out[g.Key()] = append(out[g.Key()], filepath.ToSlash(filepath.Join(PlotsDir, f)))
+		}
+	}
+	return out, nil
+}
+
+// writeFile creates path, lets fill write it, and reports the first error,
+// including the one from Close, which is where a full disk shows up.
+func writeFile(path string, fill func(*os.File) error) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, f.Close())
+		if err != nil {
+			err = fmt.Errorf("write %s: %w", path, err)
+		}
+	}()
+	return fill(f)
+}
