@@ -125,8 +125,9 @@ type Policy interface {
 	// how many containers to start for fn right away.
 	Arrive(now time.Time, fn int, size float64, c Counts) (add int)
 	// Complete records a finished execution: its input size, execution
-	// time and output size (the next function's input).
-	Complete(fn int, size float64, exec time.Duration, output float64)
+	// time and output size (the next function's input). It rejects
+	// samples that are not positive and finite.
+	Complete(fn int, size float64, exec time.Duration, output float64) error
 	// Plan is called every tick with one View per function and fills out
 	// (same length) with the decisions.
 	Plan(now time.Time, views []View, out []Decision)

@@ -1,0 +1,237 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"gantry.dev/gantry/pkg/batch"
+	"gantry.dev/gantry/pkg/predict"
+	"gantry.dev/gantry/pkg/profile"
+)
+
+// Tuning shared by the policies. The paper fixes none of these; they are
+// documented in docs/simulator.md.
+const (
+	ewmaAlpha     = 0.5  // weight of the newest window
+	warmupWindows = 2    // history before the proactive scaler acts
+	linRegHistory = 6    // Fifer's regression over the last minute
+	retireShare   = 0.25 // idling detection retires this share of the excess per window
+	// sloMaxExecRatio is the paper's SLO rule (1.2 x the maximum execution
+	// time). Before a function has been profiled, a policy assumes each
+	// request may take the maximum: SLO / 1.2.
+	sloMaxExecRatio = 1.2
+	poolSize        = 2048 // recent first-function sizes kept by gantry
+)
+
+// fnState is what a policy has learnt about one function.
+type fnState struct {
+	spec      FunctionSpec
+	exec, out *profile.Fitter
+	execM     profile.Model
+	outM      profile.Model
+	execOK    bool
+	outOK     bool
+	// execScale turns the mean into the quantile the policy packs on.
+	execScale float64
+	target    int
+}
+
+// core implements every named policy; parts says which mechanisms it uses.
+type core struct {
+	name string
+	p    parts
+	spec Spec
+	fns  []fnState
+
+	load   predict.Predictor
+	oracle *predict.Oracle
+
+	// Input-size-distribution prediction at the first function.
+	classes    []profile.Class
+	classesAt  int64 // samples behind the classes; rebuilt when this doubles
+	fractions  *predict.Fractions
+	classCount []float64
+	classSize  []float64
+	repSize    []float64
+	shares     []float64
+
+	pool     []float64 // ring of recent first-function sizes (gantry), or truth samples (oracle)
+	poolNext int
+
+	winCount, lastCount float64
+	started             bool
+	nextWindow          time.Time
+	targetOK            bool
+
+	packer batch.Packer
+	items  []batch.Item
+}
+
+func newCore(name string, p parts, spec Spec) (*core, error) {
+	if err := validateSpec(spec, p.truth); err != nil {
+		return nil, err
+	}
+	c := &core{name: name, p: p, spec: spec, fns: make([]fnState, len(spec.Functions))}
+	for i, f := range spec.Functions {
+		c.fns[i] = fnState{spec: f, exec: profile.NewFitter(profile.DefaultMinSamples),
+			out: profile.NewFitter(profile.DefaultMinSamples), execScale: 1}
+	}
+	if err := c.initLoad(); err != nil {
+		return nil, err
+	}
+	if p.truth {
+		c.initTruthPool()
+	}
+	return c, nil
+}
+
+func validateSpec(s Spec, truth bool) error {
+	switch {
+	case len(s.Functions) == 0:
+		return fmt.Errorf("%w: no functions", ErrBadSpec)
+	case s.AppSLO <= 0 || s.Window < time.Second || s.ColdStart < 0:
+		return fmt.Errorf("%w: SLO %v, window %v, cold start %v", ErrBadSpec, s.AppSLO, s.Window, s.ColdStart)
+	case !(s.MinSize > 0) || s.MaxSize < s.MinSize:
+		return fmt.Errorf("%w: size range [%v, %v]", ErrBadSpec, s.MinSize, s.MaxSize)
+	case truth && (s.Truth == nil || s.Truth.Rate == nil || s.Truth.ExecMean == nil ||
+		s.Truth.OutputMean == nil || s.Truth.SampleSize == nil):
+		return fmt.Errorf("%w: the oracle needs the full Truth", ErrBadSpec)
+	}
+	for i, f := range s.Functions {
+		if f.SLO <= 0 {
+			return fmt.Errorf("%w: function %d (%s) has SLO %v", ErrBadSpec, i, f.Name, f.SLO)
+		}
+	}
+	return nil
+}
+
+func (c *core) initLoad() error {
+	var err error
+	switch c.p.load {
+	case loadEWMA:
+		c.load, err = predict.NewEWMA(ewmaAlpha, warmupWindows)
+	case loadLinReg:
+		c.load, err = predict.NewLinReg(linRegHistory)
+	case loadOracle:
+		perSecond := c.truthRates()
+		c.oracle, err = predict.NewOracle(perSecond, c.spec.Start, c.spec.Window)
+		c.load = c.oracle
+	}
+	return err
+}
+
+// truthRates samples Truth.Rate once per second for the oracle; an hour
+// of headroom past any trace we run is plenty and costs 29 KB.
+func (c *core) truthRates() []float64 {
+	const seconds = 8 * 3600
+	out := make([]float64, 0, seconds)
+	for s := range seconds {
+		r := c.spec.Truth.Rate(time.Duration(s) * time.Second)
+		if r < 0 {
+			break
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (c *core) initTruthPool() {
+	rng := rand.New(rand.NewPCG(c.spec.Seed, 0x6f7261636c65))
+	c.pool = make([]float64, poolSize)
+	for i := range c.pool {
+		c.pool[i] = c.spec.Truth.SampleSize(rng)
+	}
+}
+
+func (c *core) Name() string   { return c.name }
+func (c *core) Order() Order   { return c.p.order }
+func (c *core) Detailed() bool { return c.p.react == reactOverload }
+
+// Estimate predicts a request's execution time at fn: the profiled model
+// (scaled to the packing quantile), else the observed mean, else the
+// worst case the SLO rule implies.
+func (c *core) Estimate(fn int, size float64) time.Duration {
+	return time.Duration(c.execAt(fn, size))
+}
+
+func (c *core) execAt(fn int, size float64) float64 {
+	f := &c.fns[fn]
+	switch {
+	case c.p.truth:
+		return float64(c.spec.Truth.ExecMean(fn, size))
+	case f.execOK && f.spec.SizeSensitive:
+		return math.Max(1, f.execM.Mean(size)*f.execScale)
+	case f.exec.Count() > 0:
+		return f.exec.MeanY() * f.execScale
+	}
+	return float64(f.spec.SLO) / sloMaxExecRatio
+}
+
+// meanExec is the plain average execution time static batching uses.
+func (c *core) meanExec(fn int) float64 {
+	if f := &c.fns[fn]; f.exec.Count() > 0 {
+		return f.exec.MeanY()
+	}
+	return float64(c.fns[fn].spec.SLO) / sloMaxExecRatio
+}
+
+// outAt predicts the output size of fn for an input size: chained
+// prediction.
+func (c *core) outAt(fn int, size float64) float64 {
+	f := &c.fns[fn]
+	switch {
+	case c.p.truth:
+		return c.spec.Truth.OutputMean(fn, size)
+	case f.outOK:
+		return math.Max(1e-9, f.outM.Mean(size))
+	case f.out.Count() > 0:
+		return f.out.MeanY()
+	}
+	return size
+}
+
+func (c *core) Arrive(_ time.Time, fn int, size float64, n Counts) int {
+	if fn == 0 {
+		c.countArrival(size)
+	}
+	switch {
+	case c.p.react == reactPerRequest:
+		return max(0, n.Queued-n.Starting)
+	case n.Live == 0 && n.Queued > 0:
+		// Scaled to zero: start one container now rather than at the next
+		// tick; the tick sizes the rest.
+		return 1
+	}
+	return 0
+}
+
+func (c *core) countArrival(size float64) {
+	c.winCount++
+	if len(c.classes) > 0 {
+		i := profile.Find(c.classes, size)
+		c.classCount[i]++
+		c.classSize[i] += size
+	}
+	if c.p.empiricalMix && !c.p.truth {
+		if len(c.pool) < poolSize {
+			c.pool = append(c.pool, size)
+			return
+		}
+		c.pool[c.poolNext] = size
+		c.poolNext = (c.poolNext + 1) % poolSize
+	}
+}
+
+// Complete feeds the profilers.
+func (c *core) Complete(fn int, size float64, exec time.Duration, output float64) error {
+	if fn < 0 || fn >= len(c.fns) {
+		return fmt.Errorf("%w: function %d of %d", ErrBadSpec, fn, len(c.fns))
+	}
+	f := &c.fns[fn]
+	if err := f.exec.Add(size, float64(exec)); err != nil {
+		return err
+	}
+	return f.out.Add(size, output)
+}

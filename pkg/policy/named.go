@@ -1,0 +1,75 @@
+package policy
+
+import "fmt"
+
+type loadKind uint8
+
+const (
+	loadNone   loadKind = iota
+	loadEWMA            // Cypress, Kraken
+	loadLinReg          // Fifer
+	loadOracle          // perfect foresight
+)
+
+type sizingKind uint8
+
+const (
+	sizeNone   sizingKind = iota // Atoll: no proactive containers
+	sizeIS                       // IS batching of a predicted queue
+	sizeStatic                   // floor(SLO / mean exec) per container
+)
+
+type reactKind uint8
+
+const (
+	reactPerRequest reactKind = iota // Atoll: one container per waiting request
+	reactOverload                    // Cypress: wait > cold start ⇒ IS-batch the late requests
+	reactBottleneck                  // Fifer: max queueing delay > SLO/2
+)
+
+// parts is a policy assembled from the mechanisms of the papers. Every named
+// policy is one value of it, so the differences between policies are data.
+type parts struct {
+	order     Order
+	load      loadKind
+	sizing    sizingKind
+	react     reactKind
+	lookAhead bool
+	// execQuantile > 0 packs on that quantile of the execution time
+	// instead of the mean.
+	execQuantile float64
+	// headroomZ adds z·sqrt(N) to a predicted count of N requests: the
+	// count of a Poisson window is itself random.
+	headroomZ float64
+	// followBurst sizes for max(prediction, last window's count) so a
+	// rising load is met one window earlier.
+	followBurst bool
+	// empiricalMix builds the predicted queue from the most recent input
+	// sizes instead of class shares and class-average sizes.
+	empiricalMix bool
+	// chainExtra adds this fraction of containers per downstream function
+	// (Kraken's weighting of functions many paths pass through).
+	chainExtra float64
+	// truth makes the policy read Spec.Truth instead of learning.
+	truth bool
+}
+
+var catalog = map[string]parts{
+	"atoll":   {order: FIFO, load: loadNone, sizing: sizeNone, react: reactPerRequest},
+	"kraken":  {order: FIFO, load: loadEWMA, sizing: sizeStatic, react: reactBottleneck, chainExtra: 0.1},
+	"fifer":   {order: FIFO, load: loadLinReg, sizing: sizeStatic, react: reactBottleneck},
+	"isbatch": {order: FIFO, load: loadEWMA, sizing: sizeIS, react: reactOverload},
+	"cypress": {order: HeaviestFirst, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true},
+	"oracle":  {order: HeaviestFirst, load: loadOracle, sizing: sizeIS, react: reactOverload, lookAhead: true, truth: true},
+	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
+		execQuantile: 0.9, headroomZ: 1, followBurst: true, empiricalMix: true},
+}
+
+// New builds the named policy for an app.
+func New(name string, spec Spec) (Policy, error) {
+	p, ok := catalog[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownPolicy, name, Names())
+	}
+	return newCore(name, p, spec)
+}

@@ -1,0 +1,207 @@
+package policy
+
+import (
+	"math"
+	"time"
+
+	"gantry.dev/gantry/pkg/batch"
+	"gantry.dev/gantry/pkg/predict"
+	"gantry.dev/gantry/pkg/profile"
+)
+
+// Plan runs the scalers: at each window boundary the proactive scaler
+// re-sizes every function for the predicted load and idling detection
+// trims excess; at every tick the reactive (and look-ahead) scaler adds
+// containers for requests that would otherwise wait too long.
+func (c *core) Plan(now time.Time, views []View, out []Decision) {
+	if !c.started {
+		c.started = true
+		c.nextWindow = now.Add(c.spec.Window)
+		if c.p.truth {
+			c.resize(now)
+		}
+	}
+	c.refreshModels()
+	window := false
+	for !now.Before(c.nextWindow) {
+		c.closeWindow()
+		c.nextWindow = c.nextWindow.Add(c.spec.Window)
+		window = true
+	}
+	if window {
+		c.resize(now)
+	}
+	for f := range c.fns {
+		out[f] = c.decide(f, views, window)
+	}
+}
+
+func (c *core) refreshModels() {
+	for i := range c.fns {
+		f := &c.fns[i]
+		f.execM, f.execOK = f.exec.Model()
+		f.outM, f.outOK = f.out.Model()
+		if f.execOK && c.p.execQuantile > 0 {
+			f.execScale = f.execM.Quantile(1, c.p.execQuantile) / f.execM.Mean(1)
+		}
+	}
+}
+
+// closeWindow feeds the finished window to the predictors.
+func (c *core) closeWindow() {
+	c.load.Observe(c.winCount)
+	c.lastCount = c.winCount
+	c.winCount = 0
+	if len(c.classes) > 0 {
+		_ = c.fractions.Observe(c.classCount) // lengths match by construction
+		for i, n := range c.classCount {
+			if n > 0 {
+				c.repSize[i] += ewmaAlpha * (c.classSize[i]/n - c.repSize[i])
+			}
+			c.classCount[i], c.classSize[i] = 0, 0
+		}
+	}
+	c.maybeRebuildClasses()
+}
+
+// maybeRebuildClasses derives the first function's input-size classes from
+// its latest model, again each time the sample count doubles: often enough
+// to follow the model, rarely enough for the class shares to build history.
+func (c *core) maybeRebuildClasses() {
+	f := &c.fns[0]
+	if !f.execOK || (len(c.classes) > 0 && f.execM.N < 2*c.classesAt) {
+		return
+	}
+	classes, err := profile.Classes(f.execM, f.spec.SLO, c.spec.MinSize, c.spec.MaxSize)
+	if err != nil {
+		return
+	}
+	c.classes, c.classesAt = classes, f.execM.N
+	k := len(classes)
+	c.fractions, _ = predict.NewFractions(k, ewmaAlpha, 1)
+	c.classCount, c.classSize = make([]float64, k), make([]float64, k)
+	c.repSize, c.shares = make([]float64, k), make([]float64, k)
+	for i, cl := range classes {
+		c.repSize[i] = (cl.Lo + cl.Hi) / 2
+	}
+}
+
+// resize is the proactive scaler: predict the next window's arrival rate,
+// build the queue of requests arriving within one function SLO, and size
+// each function for it.
+func (c *core) resize(now time.Time) {
+	c.targetOK = false
+	if c.p.sizing == sizeNone {
+		return
+	}
+	rate, ok := c.predictRate(now)
+	if !ok {
+		return
+	}
+	for f := range c.fns {
+		n, ok := c.sizeFunction(f, rate)
+		if !ok {
+			return
+		}
+		down := len(c.fns) - 1 - f
+		c.fns[f].target = n + int(math.Ceil(float64(n)*c.p.chainExtra*float64(down)))
+	}
+	c.targetOK = true
+}
+
+// predictRate is the expected arrivals per second in the coming window.
+func (c *core) predictRate(now time.Time) (float64, bool) {
+	win := c.spec.Window.Seconds()
+	if c.oracle != nil {
+		return c.oracle.Peak(now), true
+	}
+	n, ok := c.load.Predict(now)
+	if !ok {
+		return 0, false
+	}
+	if c.p.followBurst {
+		n = math.Max(n, c.lastCount)
+	}
+	return n / win, true
+}
+
+// sizeFunction returns the containers function f needs for a rate.
+func (c *core) sizeFunction(f int, rate float64) (int, bool) {
+	slo := c.fns[f].spec.SLO
+	n := rate * slo.Seconds()
+	n += c.p.headroomZ * math.Sqrt(n)
+	count := int(math.Ceil(n))
+	if count == 0 {
+		return 0, true
+	}
+	if c.p.sizing == sizeStatic {
+		return batch.Static(count, slo, time.Duration(c.meanExec(f))), true
+	}
+	if !c.predictedQueue(f, count) {
+		return 0, false
+	}
+	batch.SortDecreasing(c.items)
+	return batch.FirstFit(&c.packer, c.items), true
+}
+
+// predictedQueue fills c.items with count requests for function f, their
+// sizes carried down the chain by chained prediction.
+func (c *core) predictedQueue(f, count int) bool {
+	c.items = c.items[:0]
+	slo := c.fns[f].spec.SLO
+	add := func(size float64, k int) {
+		e := time.Duration(c.execAt(f, c.chainSize(size, f)))
+		for range k {
+			c.items = append(c.items, batch.Item{Exec: e, Deadline: slo})
+		}
+	}
+	if c.p.empiricalMix || c.p.truth {
+		if len(c.pool) == 0 {
+			return false
+		}
+		for i := range count {
+			add(c.pool[i%len(c.pool)], 1)
+		}
+		return true
+	}
+	if len(c.classes) == 0 || !c.fractions.Predict(c.shares) {
+		return false
+	}
+	for i, k := range apportion(c.shares, count) {
+		add(c.repSize[i], k)
+	}
+	return true
+}
+
+// chainSize maps a first-function input size to function f's input size.
+func (c *core) chainSize(size float64, f int) float64 {
+	for j := range f {
+		size = c.outAt(j, size)
+	}
+	return size
+}
+
+// apportion splits n into integer counts proportional to shares by largest
+// remainder, so the counts sum to exactly n.
+func apportion(shares []float64, n int) []int {
+	out := make([]int, len(shares))
+	rem := make([]float64, len(shares))
+	total := 0
+	for i, s := range shares {
+		x := s * float64(n)
+		out[i] = int(x)
+		rem[i] = x - float64(out[i])
+		total += out[i]
+	}
+	for ; total < n; total++ {
+		best := 0
+		for i := range rem {
+			if rem[i] > rem[best] {
+				best = i
+			}
+		}
+		out[best]++
+		rem[best] = -1
+	}
+	return out
+}

@@ -1,0 +1,112 @@
+package policy
+
+import (
+	"math"
+	"time"
+
+	"gantry.dev/gantry/pkg/batch"
+)
+
+// decide combines the proactive target with the reactive rule for one
+// function.
+func (c *core) decide(f int, views []View, window bool) Decision {
+	v := &views[f]
+	var d Decision
+	switch c.p.react {
+	case reactPerRequest:
+		d.Add = max(0, v.Queued-v.Starting)
+	case reactBottleneck:
+		d.Add = c.bottleneck(f, v)
+	case reactOverload:
+		if c.p.lookAhead && f > 0 {
+			d.Add = c.lookAhead(f, views)
+		} else {
+			d.Add = c.overload(f, v)
+		}
+	}
+	if !c.targetOK {
+		return d
+	}
+	target := c.fns[f].target
+	d.Add = max(d.Add, target-v.Live)
+	if window && d.Add == 0 && v.Queued == 0 && v.Live > target {
+		// Idling detection: shed a share of the excess each window so a
+		// brief lull does not throw away containers the next burst needs.
+		excess := v.Live - target
+		d.Retire = min(v.Idle, int(math.Ceil(float64(excess)*retireShare)))
+	}
+	return d
+}
+
+// bottleneck is Fifer's reactive rule: when the longest queueing delay
+// passes half the function's SLO, start enough containers for the queue at
+// the static batch size.
+func (c *core) bottleneck(f int, v *View) int {
+	slo := c.fns[f].spec.SLO
+	if v.Queued == 0 || v.MaxWait <= slo/2 {
+		return 0
+	}
+	b := batch.StaticBatch(slo, time.Duration(c.meanExec(f)))
+	return max(0, (v.Queued+b-1)/b-v.Starting)
+}
+
+// overload is Cypress's overload detection with IS batching: queued
+// requests are packed first-fit onto the live containers (by when each is
+// free); a request that would neither meet its deadline there nor start
+// within a cold start gets a new container.
+func (c *core) overload(f int, v *View) int {
+	if len(v.Queue) == 0 {
+		return 0
+	}
+	c.packer.Reset(v.Free, c.spec.ColdStart, len(v.Queue))
+	for _, it := range v.Queue {
+		c.packer.Place(c.lateItem(f, it.Exec, c.fns[f].spec.SLO-it.Waited))
+	}
+	return c.packer.Opened()
+}
+
+// lateItem is a request that must finish within deadline; waiting up to a
+// cold start is accepted because a new container could not start it sooner.
+func (c *core) lateItem(_ int, exec, deadline time.Duration) batch.Item {
+	return batch.Item{Exec: exec, Deadline: max(deadline, c.spec.ColdStart+exec)}
+}
+
+// lookAhead is Cypress's Look-Ahead Scaler for a downstream function f: it
+// packs f's own queue plus every request still upstream of f, with sizes
+// and execution times carried down the chain by chained prediction, so f's
+// containers start while those requests are still upstream.
+func (c *core) lookAhead(f int, views []View) int {
+	c.items = c.items[:0]
+	slo := c.fns[f].spec.SLO
+	for _, it := range views[f].Queue {
+		c.items = append(c.items, c.lateItem(f, it.Exec, slo-it.Waited))
+	}
+	for j := range f {
+		for _, it := range views[j].Queue {
+			c.items = append(c.items, c.upstreamItem(j, f, it.Size, it.Exec))
+		}
+		for _, it := range views[j].Running {
+			c.items = append(c.items, c.upstreamItem(j, f, it.Size, max(0, it.Exec-it.Waited)))
+		}
+	}
+	if len(c.items) == 0 {
+		return 0
+	}
+	c.packer.Reset(views[f].Free, c.spec.ColdStart, len(c.items))
+	for _, it := range c.items {
+		c.packer.Place(it)
+	}
+	return c.packer.Opened()
+}
+
+// upstreamItem is a request at function j < f with left time still to run
+// there; it reaches f after that plus the functions in between.
+func (c *core) upstreamItem(j, f int, size float64, left time.Duration) batch.Item {
+	lead := left
+	size = c.outAt(j, size)
+	for m := j + 1; m < f; m++ {
+		lead += time.Duration(c.execAt(m, size))
+		size = c.outAt(m, size)
+	}
+	return c.lateItem(f, time.Duration(c.execAt(f, size)), lead+c.fns[f].spec.SLO)
+}
