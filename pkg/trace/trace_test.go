@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -230,5 +231,37 @@ func TestReadAzureRejectsBadInput(t *testing.T) {
 		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ReadAzure: %v, want ErrMalformed mentioning %q", err, c.want)
 		}
+	}
+}
+
+func TestReadFileTellsTheFormats(t *testing.T) {
+	dir := t.TempDir()
+	csvPath := dir + "/load.csv"
+	azPath := dir + "/azure.csv"
+	badPath := dir + "/bad.csv"
+	writeFile(t, csvPath, "second,count\n0,3\n1,4\n")
+	writeFile(t, azPath, azureFile(azureRow("f1", func(int) int { return 60 })))
+	writeFile(t, badPath, "1\n2\nthree\n")
+	tr, err := ReadFile(csvPath, "")
+	if err != nil || tr.Name != "load" || !slices.Equal(tr.PerSecond, []float64{3, 4}) {
+		t.Errorf("csv: %v %+v", err, tr)
+	}
+	tr, err = ReadFile(azPath, "f1")
+	if err != nil || tr.Name != "azure" || tr.Duration() != 24*time.Hour || tr.PerSecond[5] != 1 {
+		t.Errorf("azure: %v %v %v", err, tr.Name, tr.Duration())
+	}
+	_, err = ReadFile(badPath, "")
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "bad.csv") || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("bad file: %v, want the path and line 3", err)
+	}
+	if _, err := ReadFile(dir+"/missing.csv", ""); err == nil {
+		t.Error("missing file: no error")
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,252 @@
+package experiment
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gantry.dev/gantry/pkg/report"
+)
+
+// claim is one published figure set beside ours. ours computes our value
+// for a subject policy; the paper's claims are about Cypress (or IS Batch),
+// and the Gantry column substitutes our own policy where the subject is
+// Cypress.
+type claim struct {
+	figure, condition, paper string
+	subject                  string
+	ours                     func(ix index, subject string) string
+}
+
+const na = "n/a"
+
+func changeClaim(c cond, m metric, ref ...string) func(index, string) string {
+	return func(ix index, p string) string {
+		v, ok := ix.change(c, m, p, ref...)
+		if !ok {
+			return na
+		}
+		return report.Percent(v)
+	}
+}
+
+// sloClaim shows the subject's mean compliance against each reference's.
+func sloClaim(c cond, ref ...string) func(index, string) string {
+	return func(ix index, p string) string {
+		v, ok := ix.mean(c, compliance, p)
+		if !ok {
+			return na
+		}
+		parts := []string{report.Compliance(v)}
+		for _, r := range ref {
+			if rv, ok := ix.mean(c, compliance, r); ok {
+				parts = append(parts, fmt.Sprintf("%s %s", r, report.Compliance(rv)))
+			}
+		}
+		return strings.Join(parts, " vs ")
+	}
+}
+
+func minSLOClaim(c cond) func(index, string) string {
+	return func(ix index, p string) string {
+		v, ok := ix.minimum(c, compliance, p)
+		if !ok {
+			return na
+		}
+		return "min " + report.Compliance(v)
+	}
+}
+
+// p99Claim shows by how much p99 exceeds the SLO, worst cell of the condition.
+func p99Claim(c cond) func(index, string) string {
+	return func(ix index, p string) string {
+		v, ok := ix.maximum(c, p99OverSLO, p)
+		switch {
+		case !ok:
+			return na
+		case v == 0:
+			return "p99 within SLO"
+		default:
+			return fmt.Sprintf("p99 %s over SLO", report.Percent(v))
+		}
+	}
+}
+
+func stableCond(apps []string, dists []string) cond {
+	return cond{apps: apps, dists: dists, traces: stable}
+}
+
+// paperClaims lists the Cypress figures of shared/reference/paper-figures.md
+// that the matrix can reproduce. "Stable" means the Poisson and Wiki traces
+// at real-system scale, which is what the paper's figures 9-17 average over.
+func paperClaims() []claim {
+	ic, sa := []string{"image-compression"}, []string{"sentiment-analysis"}
+	ec, at := []string{"email-categorization"}, []string{"audio-translation"}
+	medial := []string{"medial"}
+	kf := []string{"kraken", "fifer"}
+	twHeavy := cond{apps: allApps, dists: heavy, traces: realTwit}
+	twLight := cond{apps: allApps, dists: light, traces: realTwit}
+	lgHeavy := cond{apps: allApps, dists: heavy, traces: largeOnly}
+	lgLight := cond{apps: allApps, dists: light, traces: largeOnly}
+	return []claim{
+		{"Fig. 1a", "heavy, all apps, stable: IS Batch containers vs No Batch (Atoll)", "-30%", "isbatch", changeClaim(stableCond(allApps, heavy), containers, "atoll")},
+		{"Fig. 1a", "heavy, all apps, stable: SLO compliance", "IS Batch 99.57% vs 99.99%", "isbatch", sloClaim(stableCond(allApps, heavy), "atoll")},
+		{"Fig. 1b", "light, all apps, stable: IS Batch containers vs No Batch (Atoll)", "-41%", "isbatch", changeClaim(stableCond(allApps, light), containers, "atoll")},
+		{"Fig. 1b", "light, all apps, stable: Static Batch (Kraken) containers vs IS Batch", "-13%", "kraken", changeClaim(stableCond(allApps, light), containers, "isbatch")},
+		{"Fig. 1b", "light, all apps, stable: SLO compliance", "IS Batch 99.35%, IS(Batch+RR) 99.98%, No Batch 99.99%, Static 97.78%", "isbatch", sloClaim(stableCond(allApps, light), "cypress", "atoll", "kraken")},
+		{"Fig. 11a", "Image Compression, heavy, stable: containers vs Atoll", "-43%", "cypress", changeClaim(stableCond(ic, heavy), containers, "atoll")},
+		{"Fig. 11b", "Image Compression, light, stable: containers vs Atoll", "-66%", "cypress", changeClaim(stableCond(ic, light), containers, "atoll")},
+		{"Fig. 9a", "Sentiment Analysis, heavy, stable: containers vs Kraken/Fifer", "-34%", "cypress", changeClaim(stableCond(sa, heavy), containers, kf...)},
+		{"Fig. 9a", "Sentiment Analysis, heavy, stable: SLO compliance", "same as Kraken/Fifer", "cypress", sloClaim(stableCond(sa, heavy), kf...)},
+		{"Fig. 11c", "Image Compression, medial, stable: containers vs Kraken/Fifer", "+9%", "cypress", changeClaim(stableCond(ic, medial), containers, kf...)},
+		{"Fig. 11c", "Image Compression, medial, stable: SLO compliance", "99.99% vs 98.05%", "cypress", sloClaim(stableCond(ic, medial), kf...)},
+		{"Figs. 12-13", "chain apps, all distributions, stable: SLO compliance", "≥ 99.97%", "cypress", minSLOClaim(stableCond(chainApps, allDists))},
+		{"Fig. 13b", "Audio Translation, light, stable: containers vs Atoll", "-33%", "cypress", changeClaim(stableCond(at, light), containers, "atoll")},
+		{"Fig. 12a", "Email Categorization, heavy, stable: containers vs Fifer", "-30%", "cypress", changeClaim(stableCond(ec, heavy), containers, "fifer")},
+		{"Fig. 12b", "Email Categorization, light, stable: containers vs Fifer", "+8%", "cypress", changeClaim(stableCond(ec, light), containers, "fifer")},
+		{"Fig. 12b", "Email Categorization, light, stable: SLO compliance", "99.97% vs 99.13%", "cypress", sloClaim(stableCond(ec, light), "fifer")},
+		{"Fig. 13a", "Audio Translation, heavy, stable: containers vs Kraken", "-21%", "cypress", changeClaim(stableCond(at, heavy), containers, "kraken")},
+		{"Fig. 13a", "Audio Translation, heavy, stable: SLO compliance", "99.98% vs 99.31%", "cypress", sloClaim(stableCond(at, heavy), "kraken")},
+		{"§6.1.2", "all apps and distributions, stable: containers vs Atoll", "-40% on average", "cypress", changeClaim(stableCond(allApps, allDists), containers, "atoll")},
+		{"Fig. 14", "all apps and distributions, stable: mean response time vs Atoll", "+4%", "cypress", changeClaim(stableCond(allApps, allDists), response, "atoll")},
+		{"Fig. 14", "all apps and distributions, stable: mean response time vs Fifer, Kraken, IS Batch", "-15%, -10%, -6%", "cypress", multiChange(stableCond(allApps, allDists), response, "fifer", "kraken", "isbatch")},
+		{"Fig. 15", "all apps and distributions, stable: worst p99 against the SLO", "Cypress and Atoll within SLO; Kraken/Fifer +50%", "cypress", p99Claim(stableCond(allApps, allDists))},
+		{"Fig. 16", "all apps, heavy, stable: jobs per container vs Atoll", "+52%", "cypress", changeClaim(stableCond(allApps, heavy), jobsPer, "atoll")},
+		{"Fig. 16", "all apps, light, stable: jobs per container vs Atoll", "+71%", "cypress", changeClaim(stableCond(allApps, light), jobsPer, "atoll")},
+		{"Fig. 16", "all apps, heavy / light, stable: SLO compliance", "99.99% / 99.98% (IS Batch 99.82% / 99.80%)", "cypress", pairSLO(stableCond(allApps, heavy), stableCond(allApps, light))},
+		{"Fig. 17a", "all apps, heavy, stable: energy vs Atoll", "-19%", "cypress", changeClaim(stableCond(allApps, heavy), energy, "atoll")},
+		{"Fig. 17b", "all apps, light, stable: energy vs Atoll", "-22%", "cypress", changeClaim(stableCond(allApps, light), energy, "atoll")},
+		{"Fig. 17a", "all apps, heavy, stable: energy vs Kraken, Fifer", "-23%, -19%", "cypress", multiChange(stableCond(allApps, heavy), energy, "kraken", "fifer")},
+		{"Fig. 18a", "Twitter (peak 250 rps, 288 cores), heavy, all apps: containers vs Atoll", "-34%", "cypress", changeClaim(twHeavy, containers, "atoll")},
+		{"Fig. 18a", "Twitter (peak 250 rps, 288 cores), heavy, all apps: SLO compliance", "99.72% vs Atoll/Kraken/Fifer 97.46%, IS Batch 97.65%", "cypress", sloClaim(twHeavy, "atoll", "kraken", "fifer", "isbatch")},
+		{"Fig. 18b", "Twitter (peak 250 rps, 288 cores), light, all apps: SLO compliance", "99.91%", "cypress", sloClaim(twLight)},
+		{"Table 4", "Twitter (peak 250 rps), heavy and light: worst p99 against the SLO", "Cypress within SLO; Atoll +57%, Kraken/Fifer +89%, IS Batch +55%", "cypress", p99Claim(cond{apps: allApps, dists: []string{"heavy", "light"}, traces: realTwit})},
+		{"Fig. 18a (large)", "Twitter peak 5450 rps, 6384 cores, heavy: containers vs Atoll", "-34%", "cypress", changeClaim(lgHeavy, containers, "atoll")},
+		{"Fig. 18a (large)", "Twitter peak 5450 rps, 6384 cores, heavy: SLO compliance", "99.72%", "cypress", sloClaim(lgHeavy, "atoll", "kraken", "fifer", "isbatch")},
+		{"Fig. 18b (large)", "Twitter peak 5450 rps, 6384 cores, light: SLO compliance", "99.91%", "cypress", sloClaim(lgLight)},
+	}
+}
+
+func multiChange(c cond, m metric, refs ...string) func(index, string) string {
+	return func(ix index, p string) string {
+		parts := make([]string, len(refs))
+		for i, r := range refs {
+			parts[i] = changeClaim(c, m, r)(ix, p)
+		}
+		return strings.Join(parts, ", ")
+	}
+}
+
+func pairSLO(a, b cond) func(index, string) string {
+	return func(ix index, p string) string {
+		return sloClaim(a)(ix, p) + " / " + sloClaim(b)(ix, p)
+	}
+}
+
+// ourPolicy is Gantry's own policy, shown beside Cypress in every claim.
+const ourPolicy = "gantry"
+
+func claimsTable(ix index) string {
+	var b strings.Builder
+	b.WriteString("| Paper figure | Condition | Paper | Ours (same policy) | Ours (gantry) |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, c := range paperClaims() {
+		gantry := "—"
+		if c.subject == "cypress" {
+			gantry = c.ours(ix, ourPolicy)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s: %s | %s |\n",
+			c.figure, c.condition, c.paper, c.subject, c.ours(ix, c.subject), gantry)
+	}
+	return b.String()
+}
+
+// perPolicyTable is one row per policy and one column per distribution.
+func perPolicyTable(ix index, policies []string, header string, cell func(c cond, p string) string, traces []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| %s | heavy | medial | light | all |\n|---|--:|--:|--:|--:|\n", header)
+	for _, p := range policies {
+		fmt.Fprintf(&b, "| %s", p)
+		for _, d := range [][]string{heavy, {"medial"}, light, allDists} {
+			fmt.Fprintf(&b, " | %s", cell(cond{apps: allApps, dists: d, traces: traces}, p))
+		}
+		b.WriteString(" |\n")
+	}
+	return b.String()
+}
+
+func containersCell(ix index) func(cond, string) string {
+	return func(c cond, p string) string {
+		if p == "atoll" {
+			return "—"
+		}
+		return changeClaim(c, containers, "atoll")(ix, p)
+	}
+}
+
+func sloCell(ix index) func(cond, string) string {
+	return func(c cond, p string) string {
+		v, ok := ix.mean(c, compliance, p)
+		lo, _ := ix.minimum(c, compliance, p)
+		if !ok {
+			return na
+		}
+		return fmt.Sprintf("%s (min %s)", report.Compliance(v), report.Compliance(lo))
+	}
+}
+
+// PaperMeta is how the matrix was run, for the report's preamble.
+type PaperMeta struct {
+	Plan    PaperPlan
+	Runs    int
+	Wall    time.Duration
+	Workers int
+}
+
+// PaperDocument builds report.md for the paper matrix.
+func PaperDocument(records []report.Record, meta PaperMeta) report.Document {
+	ix := newIndex(records)
+	policies := policiesIn(records)
+	sections := []report.Section{
+		{Heading: "Containers against Atoll, per policy", Body: containersIntro + perPolicyTable(ix, policies, "policy (stable traces)", containersCell(ix), stable) +
+			"\n" + perPolicyTable(ix, policies, "policy (Twitter, 288 cores)", containersCell(ix), realTwit) +
+			"\n" + perPolicyTable(ix, policies, "policy (Twitter, 6384 cores)", containersCell(ix), largeOnly)},
+		{Heading: "SLO compliance per policy", Body: sloIntro + perPolicyTable(ix, policies, "policy (stable traces)", sloCell(ix), stable) +
+			"\n" + perPolicyTable(ix, policies, "policy (Twitter, 288 cores)", sloCell(ix), realTwit) +
+			"\n" + perPolicyTable(ix, policies, "policy (Twitter, 6384 cores)", sloCell(ix), largeOnly)},
+		{Heading: "Beside the paper's published figures", Body: besideIntro + claimsTable(ix)},
+	}
+	return report.Document{
+		Title:    "Gantry: the Cypress paper matrix in simulation",
+		Intro:    paperIntro(meta),
+		Sections: sections,
+		Records:  records,
+	}
+}
+
+const containersIntro = "Mean over the five apps of the change in containers spawned against Atoll (negative is fewer), per input-size distribution.\n\n"
+
+const sloIntro = "Mean (and worst) fraction of requests that finished within the app SLO, over the five apps.\n\n"
+
+const besideIntro = `Each row names the paper figure and its condition (shared/reference/paper-figures.md). "Stable" is the mean over the Poisson (250 rps) and Wiki (mean 302 rps) traces on 6 × 48 cores, which is what the paper's figures average over. Our apps' execution-time models are ours (docs/experiments.md), so the absolute numbers differ; the directions and rough sizes are what to compare. The Gantry column puts our own policy where the paper's claim is about Cypress.
+
+`
+
+func paperIntro(m PaperMeta) string {
+	p := m.Plan
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d runs: %d apps × %d input-size distributions × {Poisson %.0f rps, Wiki mean %.0f rps, Twitter peak %.0f rps} × %d policies on %d nodes × %d cores",
+		m.Runs, len(PaperApps), len(PaperDists), PoissonRate, WikiMean, TwitterRealPeak, len(p.Policies), RealNodes, CoresPerNode)
+	if !p.SkipLarge {
+		fmt.Fprintf(&b, ", plus Twitter peaking at %.0f rps (mean %.0f) on %d nodes × %d cores", TwitterLargePeak, TwitterLargeMean, LargeNodes, CoresPerNode)
+	}
+	fmt.Fprintf(&b, ".\n\nSimulated time per run: %v at real-system scale", p.Duration)
+	if !p.SkipLarge {
+		fmt.Fprintf(&b, ", %v at large scale", p.LargeDuration)
+	}
+	fmt.Fprintf(&b, ". Seed %d. ", p.Seed)
+	if m.Wall > 0 {
+		fmt.Fprintf(&b, "Wall time %v on %d workers.", m.Wall.Round(time.Second), m.Workers)
+	}
+	return b.String()
+}

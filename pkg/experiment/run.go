@@ -1,0 +1,146 @@
+// Package experiment runs many simulations in parallel and collects their
+// results as report records. It also defines the paper's experiment matrix
+// (see paper.go) and the report that sets our figures beside the paper's.
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"time"
+
+	"gantry.dev/gantry/pkg/report"
+	"gantry.dev/gantry/pkg/sim"
+)
+
+// ErrNoJobs is returned when there is nothing to run.
+var ErrNoJobs = errors.New("no simulations to run")
+
+// Job is one simulation and the labels its record carries.
+type Job struct {
+	Config sim.Config
+	// TraceLabel overrides the trace name in the record, e.g. "twitter-large".
+	TraceLabel string
+	Scale      string
+}
+
+// cores is the cluster size the job simulates, after sim's defaults.
+func (j Job) cores() int {
+	n, c := j.Config.Nodes, j.Config.CoresPerNode
+	if n == 0 {
+		n = sim.DefaultNodes
+	}
+	if c == 0 {
+		c = sim.DefaultCoresPerNode
+	}
+	return n * c
+}
+
+// weight estimates a job's cost as the function invocations it simulates,
+// so that the progress bar moves evenly across small and large jobs.
+func (j Job) weight() int64 {
+	return max(1, int64(j.Config.Trace.Total())*int64(len(j.Config.App.Chain)))
+}
+
+// Options controls how jobs run.
+type Options struct {
+	// Workers is how many simulations run at once; 0 means GOMAXPROCS.
+	Workers int
+	// Progress receives a progress bar; nil draws none.
+	Progress io.Writer
+	// Simulate runs one configuration; nil means sim.Run. Tests replace it.
+	Simulate func(sim.Config) (sim.Result, error)
+}
+
+// Run executes every job, in parallel, and returns one record per job in job
+// order, so the output does not depend on scheduling. The first failure
+// stops the jobs not yet started and is returned, naming its job.
+func Run(ctx context.Context, jobs []Job, opts Options) ([]report.Record, error) {
+	if len(jobs) == 0 {
+		return nil, ErrNoJobs
+	}
+	simulate := opts.Simulate
+	if simulate == nil {
+		simulate = sim.Run
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	bar := newBar(opts.Progress, jobs)
+	defer bar.finish()
+
+	records := make([]report.Record, len(jobs))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(jobs)) {
+		wg.Go(func() {
+			for i := range next {
+				rec, err := runOne(jobs[i], simulate, bar)
+				if err != nil {
+					cancel(err)
+					continue
+				}
+				records[i] = rec
+			}
+		})
+	}
+	feed(ctx, next, len(jobs))
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	return records, nil
+}
+
+// feed hands out job indices until all are handed out or ctx ends.
+func feed(ctx context.Context, next chan<- int, n int) {
+	defer close(next)
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func runOne(job Job, simulate func(sim.Config) (sim.Result, error), bar *progress) (report.Record, error) {
+	cfg := job.Config
+	weight := job.weight()
+	var reported int64
+	cfg.Progress = func(simulated, total time.Duration) {
+		if total <= 0 {
+			return
+		}
+		done := min(weight, int64(float64(weight)*float64(simulated)/float64(total)))
+		bar.add(done - reported)
+		reported = done
+	}
+	start := time.Now()
+	res, err := simulate(cfg)
+	if err != nil {
+		return report.Record{}, fmt.Errorf("%s/%s/%s/%s: %w", cfg.App.Name, cfg.Dist.Name(), label(job), cfg.Policy, err)
+	}
+	bar.add(weight - reported)
+	rec := FromResult(res)
+	rec.Trace = label(job)
+	rec.Scale = job.Scale
+	rec.Cores = job.cores()
+	if rec.WallS == 0 {
+		rec.WallS = time.Since(start).Seconds()
+	}
+	return rec, nil
+}
+
+func label(job Job) string {
+	if job.TraceLabel != "" {
+		return job.TraceLabel
+	}
+	return job.Config.Trace.Name
+}

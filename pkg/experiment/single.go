@@ -1,0 +1,142 @@
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/sim"
+	"gantry.dev/gantry/pkg/trace"
+	"gantry.dev/gantry/pkg/workload"
+)
+
+// ErrBadSpec is returned for a single-condition spec that cannot be run.
+var ErrBadSpec = errors.New("invalid simulation spec")
+
+// Spec is one condition (app, distribution, trace, cluster) run under
+// several policies: what `gantry sim` without --experiment runs.
+type Spec struct {
+	App, Dist string
+	// Trace names a generator; TraceFile, when set, replays a file instead
+	// (AzureFunction picks the row of an Azure Functions file).
+	Trace, TraceFile, AzureFunction string
+	// Rate is the mean request rate. For a replayed file, zero keeps the
+	// file's rate.
+	Rate float64
+	// Peak, when positive, rescales the trace so that its peak is Peak.
+	Peak float64
+	// Duration is the simulated time; for a file, zero keeps its length.
+	Duration            time.Duration
+	Policies            []string
+	Seed                uint64
+	Nodes, CoresPerNode int
+	// ColdStart zero means sim's default.
+	ColdStart time.Duration
+}
+
+// Jobs validates the spec and makes one job per policy.
+func (s Spec) Jobs() ([]Job, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	app, err := workload.Lookup(s.App)
+	if err != nil {
+		return nil, err
+	}
+	dist, err := workload.LookupDist(s.Dist)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := s.trace()
+	if err != nil {
+		return nil, err
+	}
+	base := sim.Config{App: app, Dist: dist, Trace: tr, Seed: s.Seed,
+		Nodes: s.Nodes, CoresPerNode: s.CoresPerNode, ColdStart: s.ColdStart}
+	return PolicyJobs(base, s.Policies, "", ""), nil
+}
+
+func (s Spec) validate() error {
+	switch {
+	case s.Nodes <= 0 || s.CoresPerNode <= 0:
+		return fmt.Errorf("%w: nodes (%d) and cores per node (%d) must be positive", ErrBadSpec, s.Nodes, s.CoresPerNode)
+	case s.ColdStart < 0:
+		return fmt.Errorf("%w: cold start %v is negative", ErrBadSpec, s.ColdStart)
+	case bad(s.Rate) || bad(s.Peak):
+		return fmt.Errorf("%w: rate %v and peak %v must not be negative", ErrBadSpec, s.Rate, s.Peak)
+	case s.Duration < 0:
+		return fmt.Errorf("%w: duration %v is negative", ErrBadSpec, s.Duration)
+	case s.TraceFile == "" && s.Rate == 0:
+		return fmt.Errorf("%w: %w: 0", ErrBadSpec, trace.ErrBadRate)
+	}
+	return CheckPolicies(s.Policies)
+}
+
+func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }
+
+func (s Spec) trace() (trace.Trace, error) {
+	var tr trace.Trace
+	var err error
+	if s.TraceFile == "" {
+		tr, err = trace.Generate(s.Trace, s.Rate, s.Duration, s.Seed)
+	} else {
+		tr, err = s.replay()
+	}
+	if err != nil {
+		return trace.Trace{}, err
+	}
+	if s.Peak > 0 {
+		tr = tr.ScaleToPeak(s.Peak)
+	}
+	return tr, tr.Validate()
+}
+
+func (s Spec) replay() (trace.Trace, error) {
+	tr, err := trace.ReadFile(s.TraceFile, s.AzureFunction)
+	if err != nil {
+		return trace.Trace{}, err
+	}
+	if s.Duration > 0 {
+		if s.Duration < time.Second {
+			return trace.Trace{}, fmt.Errorf("%w: %v", trace.ErrBadDuration, s.Duration)
+		}
+		tr = tr.Truncate(s.Duration)
+	}
+	if s.Rate > 0 && tr.Mean() > 0 {
+		tr = tr.Scale(s.Rate / tr.Mean())
+	}
+	return tr, nil
+}
+
+// ParsePolicies reads a comma list of policy names, or "all". Duplicates are
+// dropped; order is kept.
+func ParsePolicies(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "all" {
+		return policy.Names(), nil
+	}
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, CheckPolicies(out)
+}
+
+// CheckPolicies reports the first unknown policy name, or an empty list.
+func CheckPolicies(names []string) error {
+	if len(names) == 0 {
+		return fmt.Errorf("%w: no policies (known: %v)", ErrBadSpec, policy.Names())
+	}
+	for _, n := range names {
+		if !slices.Contains(policy.Names(), n) {
+			return fmt.Errorf("%w %q (known: %v, or all)", policy.ErrUnknownPolicy, n, policy.Names())
+		}
+	}
+	return nil
+}
