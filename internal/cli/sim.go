@@ -2,17 +2,232 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"runtime"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"gantry.dev/gantry/pkg/experiment"
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/report"
+	"gantry.dev/gantry/pkg/sim"
+	"gantry.dev/gantry/pkg/trace"
+	"gantry.dev/gantry/pkg/workload"
 )
 
-// Placeholder: replaced by the issue that builds "gantry sim".
+type simFlags struct {
+	app, dist, trace, traceFile, azureFunction string
+	rate, peak                                 float64
+	duration, largeDuration, coldStart         time.Duration
+	policies, out, experiment                  string
+	seed                                       uint64
+	nodes, coresPerNode, workers               int
+	json                                       bool
+}
+
 func newSimCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "sim",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("sim: not built yet")
+	f := &simFlags{}
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Simulate policies on an app, input-size distribution and trace, or run the paper's experiment matrix",
+		Example: `  gantry sim --app image-compression --dist light --trace wiki --policies atoll,cypress,gantry
+  gantry sim --app audio-translation --trace-file load.csv --json
+  gantry sim --experiment paper --out out/paper`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.experiment != "" {
+				return runPaper(cmd, f)
+			}
+			return runSim(cmd, f)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.app, "app", "image-compression", fmt.Sprintf("app to simulate %v", workload.Names()))
+	fl.StringVar(&f.dist, "dist", "heavy", fmt.Sprintf("input-size distribution %v", workload.DistNames()))
+	fl.StringVar(&f.trace, "trace", "poisson", fmt.Sprintf("arrival trace generator %v", trace.Names()))
+	fl.StringVar(&f.traceFile, "trace-file", "", "replay arrivals from a file: per-second counts (CSV) or the Azure Functions 2019 per-minute format")
+	fl.StringVar(&f.azureFunction, "azure-function", "", "HashFunction to replay from an Azure Functions file (default: all rows summed)")
+	fl.Float64Var(&f.rate, "rate", experiment.PoissonRate, "mean request rate (requests/s); with --trace-file, rescales the file to this mean")
+	fl.Float64Var(&f.peak, "peak", 0, "rescale the trace so that its peak is this rate (requests/s)")
+	fl.DurationVar(&f.duration, "duration", 10*time.Minute, "simulated time; with --experiment, per real-scale run")
+	fl.DurationVar(&f.largeDuration, "large-duration", experiment.DefaultPaperLargeDuration, "with --experiment paper: simulated time of each large-scale run")
+	fl.StringVar(&f.policies, "policies", "all", fmt.Sprintf("comma list of policies %v, or all", policy.Names()))
+	fl.Uint64Var(&f.seed, "seed", 1, "random seed; the same seed gives the same results")
+	fl.IntVar(&f.nodes, "nodes", sim.DefaultNodes, "cluster nodes")
+	fl.IntVar(&f.coresPerNode, "cores-per-node", sim.DefaultCoresPerNode, "cores per node (one container per core)")
+	fl.DurationVar(&f.coldStart, "cold-start", sim.DefaultColdStart, "container cold-start time")
+	fl.StringVar(&f.out, "out", "", "write results.csv, results.json, report.md and plots/ into this directory")
+	fl.BoolVar(&f.json, "json", false, `print one JSON object {"runs":[...]} on stdout`)
+	fl.StringVar(&f.experiment, "experiment", "", "run a preset matrix instead of one condition: paper")
+	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "simulations run in parallel")
+	return cmd
+}
+
+// usageSentinels are the errors that mean the user asked for something that
+// does not exist or makes no sense, so the exit code is 2.
+var usageSentinels = []error{
+	workload.ErrUnknownApp, workload.ErrUnknownDist, trace.ErrUnknownTrace, policy.ErrUnknownPolicy,
+	trace.ErrBadRate, trace.ErrBadDuration, experiment.ErrBadSpec, experiment.ErrBadPlan,
+}
+
+func asUsage(err error) error {
+	for _, s := range usageSentinels {
+		if errors.Is(err, s) {
+			return usageError{err}
+		}
+	}
+	return err
+}
+
+// checkFlags rejects values that no run can use, before any work starts.
+func checkFlags(cmd *cobra.Command, f *simFlags) error {
+	changed := cmd.Flags().Changed
+	switch {
+	case badFloat(f.rate) || f.rate <= 0:
+		return usagef("--rate must be a positive number of requests per second, got %v", f.rate)
+	case changed("peak") && (badFloat(f.peak) || f.peak <= 0):
+		return usagef("--peak must be a positive number of requests per second, got %v", f.peak)
+	case changed("peak") && changed("rate"):
+		return usagef("set --rate or --peak, not both")
+	case f.duration <= 0 || f.largeDuration <= 0:
+		return usagef("--duration and --large-duration must be positive, got %v and %v", f.duration, f.largeDuration)
+	case f.nodes <= 0 || f.coresPerNode <= 0:
+		return usagef("--nodes and --cores-per-node must be positive, got %d and %d", f.nodes, f.coresPerNode)
+	case f.coldStart <= 0:
+		return usagef("--cold-start must be positive, got %v", f.coldStart)
+	case f.workers <= 0:
+		return usagef("--workers must be positive, got %d", f.workers)
+	case f.traceFile != "" && changed("trace"):
+		return usagef("set --trace or --trace-file, not both")
+	}
+	return nil
+}
+
+func badFloat(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+
+func runSim(cmd *cobra.Command, f *simFlags) error {
+	if err := checkFlags(cmd, f); err != nil {
+		return err
+	}
+	policies, err := experiment.ParsePolicies(f.policies)
+	if err != nil {
+		return asUsage(err)
+	}
+	spec := experiment.Spec{
+		App: f.app, Dist: f.dist, Trace: f.trace, TraceFile: f.traceFile, AzureFunction: f.azureFunction,
+		Rate: f.rate, Duration: f.duration, Policies: policies, Seed: f.seed,
+		Nodes: f.nodes, CoresPerNode: f.coresPerNode, ColdStart: f.coldStart,
+	}
+	if cmd.Flags().Changed("peak") {
+		spec.Peak = f.peak
+	}
+	if f.traceFile != "" {
+		spec.Rate, spec.Duration = fileScaling(cmd, f)
+	}
+	jobs, err := spec.Jobs()
+	if err != nil {
+		return asUsage(err)
+	}
+	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
+	if err != nil {
+		return err
+	}
+	doc := report.Document{Title: "Gantry simulation", Intro: runIntro(jobs[0]), Records: records}
+	return emit(cmd, f, doc)
+}
+
+// fileScaling keeps a replayed file's own rate and length unless the user
+// asked to change them.
+func fileScaling(cmd *cobra.Command, f *simFlags) (rate float64, d time.Duration) {
+	if cmd.Flags().Changed("rate") {
+		rate = f.rate
+	}
+	if cmd.Flags().Changed("duration") {
+		d = f.duration
+	}
+	return rate, d
+}
+
+func runIntro(j experiment.Job) string {
+	c := j.Config
+	return fmt.Sprintf("App %s (SLO %v), %s input sizes, trace %s (mean %.1f rps, peak %.1f rps, %v), %d nodes × %d cores, seed %d.",
+		c.App.Name, c.App.SLO, c.Dist.Name(), c.Trace.Name, c.Trace.Mean(), c.Trace.Peak(), c.Trace.Duration(),
+		c.Nodes, c.CoresPerNode, c.Seed)
+}
+
+func runPaper(cmd *cobra.Command, f *simFlags) error {
+	if f.experiment != "paper" {
+		return usagef("unknown experiment %q (known: paper)", f.experiment)
+	}
+	for _, name := range []string{"app", "dist", "trace", "trace-file", "rate", "peak", "nodes", "cores-per-node"} {
+		if cmd.Flags().Changed(name) {
+			return usagef("--%s cannot be combined with --experiment paper, which fixes it", name)
+		}
+	}
+	if err := checkFlags(cmd, f); err != nil {
+		return err
+	}
+	plan, err := paperPlan(cmd, f)
+	if err != nil {
+		return err
+	}
+	jobs, err := experiment.PaperJobs(plan)
+	if err != nil {
+		return asUsage(err)
+	}
+	start := time.Now()
+	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
+	if err != nil {
+		return err
+	}
+	meta := experiment.PaperMeta{Plan: plan, Runs: len(jobs), Wall: time.Since(start), Workers: f.workers}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%d runs in %v\n", len(jobs), meta.Wall.Round(time.Second))
+	return emit(cmd, f, experiment.PaperDocument(records, meta))
+}
+
+func paperPlan(cmd *cobra.Command, f *simFlags) (experiment.PaperPlan, error) {
+	plan := experiment.DefaultPaperPlan()
+	policies, err := experiment.ParsePolicies(f.policies)
+	if err != nil {
+		return plan, asUsage(err)
+	}
+	plan.Policies, plan.Seed, plan.LargeDuration = policies, f.seed, f.largeDuration
+	if cmd.Flags().Changed("duration") {
+		plan.Duration = f.duration
+	}
+	if cmd.Flags().Changed("cold-start") {
+		plan.ColdStart = f.coldStart
+	}
+	return plan, nil
+}
+
+// emit writes the files, then either the JSON object or a table to stdout;
+// everything else goes to stderr so that stdout stays machine-readable.
+func emit(cmd *cobra.Command, f *simFlags, doc report.Document) error {
+	if f.out != "" {
+		if err := report.WriteDir(f.out, doc); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", filepath.Join(f.out, report.MarkdownFile))
+	}
+	if f.json {
+		return report.WriteSummaryJSON(cmd.OutOrStdout(), doc.Records)
+	}
+	return writeTable(cmd.OutOrStdout(), doc.Records)
+}
+
+func writeTable(w io.Writer, records []report.Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "app\tdist\ttrace\tpolicy\trequests\tcontainers\tavg live\tSLO\tp50 ms\tp99 ms\tjobs/container\tenergy kJ\tcold starts\t")
+	for _, r := range records {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%.0f\t%.0f\t%.1f\t%.1f\t%d\t\n",
+			r.App, r.Dist, r.Trace, r.Policy, r.Requests, r.ContainersSpawned, r.AvgContainers,
+			report.Compliance(r.SLOCompliance), r.P50Ms, r.P99Ms, r.JobsPerContainer, r.EnergyJ/1000, r.ColdStarts)
+	}
+	return tw.Flush()
 }

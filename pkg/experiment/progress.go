@@ -34,6 +34,9 @@ func newBar(w io.Writer, jobs []Job) *progress {
 }
 
 func description(n int) string {
+	if n == 1 {
+		return "simulating 1 run"
+	}
 	return fmt.Sprintf("simulating %d runs", n)
 }
 
@@ -45,9 +48,15 @@ func (p *progress) add(n int64) {
 	_ = p.bar.Add64(n)
 }
 
-func (p *progress) finish() {
+// finish completes the bar after success, or leaves it where it stopped
+// after a failure so the user sees how far the runs got.
+func (p *progress) finish(ok bool) {
 	if p == nil {
 		return
 	}
-	_ = p.bar.Finish()
+	if ok {
+		_ = p.bar.Finish()
+		return
+	}
+	_ = p.bar.Exit()
 }

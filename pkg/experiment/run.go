@@ -71,7 +71,6 @@ func Run(ctx context.Context, jobs []Job, opts Options) ([]report.Record, error)
 		workers = runtime.GOMAXPROCS(0)
 	}
 	bar := newBar(opts.Progress, jobs)
-	defer bar.finish()
 
 	records := make([]report.Record, len(jobs))
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -92,7 +91,9 @@ func Run(ctx context.Context, jobs []Job, opts Options) ([]report.Record, error)
 	}
 	feed(ctx, next, len(jobs))
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
+	err := context.Cause(ctx)
+	bar.finish(err == nil)
+	if err != nil {
 		return nil, err
 	}
 	return records, nil
