@@ -14,10 +14,14 @@ import (
 
 // Item is a request to place. A container serves its requests one at a
 // time, so an item fits a container when the container's backlog plus Exec
-// is at most Deadline (both measured from now).
+// is at most Deadline (both measured from now). Release, when set, is when
+// the request arrives: it cannot start earlier, so a container idle until
+// then starts it at Release. Packing items with releases in arrival order
+// sizes containers for a stream of requests rather than a standing queue.
 type Item struct {
 	Exec     time.Duration
 	Deadline time.Duration
+	Release  time.Duration
 }
 
 const unopened = math.MaxInt64
@@ -67,8 +71,9 @@ func (p *Packer) Reset(backlogs []time.Duration, newBacklog time.Duration, capac
 // would be needed but capacity is exhausted.
 func (p *Packer) Place(it Item) int {
 	limit := int64(it.Deadline - it.Exec)
+	rel, exec := int64(it.Release), int64(it.Exec)
 	if i := p.first(limit); i >= 0 {
-		p.set(i, p.tree[p.size+i]+int64(it.Exec))
+		p.set(i, max(p.tree[p.size+i], rel)+exec)
 		return i
 	}
 	if p.used >= p.size {
@@ -76,7 +81,7 @@ func (p *Packer) Place(it Item) int {
 	}
 	i := p.used
 	p.used++
-	p.set(i, p.newBacklog+int64(it.Exec))
+	p.set(i, max(p.newBacklog, rel)+exec)
 	return i
 }
 

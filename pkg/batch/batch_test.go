@@ -207,3 +207,25 @@ func BenchmarkFirstFit1000(b *testing.B) {
 		FirstFit(&p, items)
 	}
 }
+
+// A stream of requests, each arriving after the previous one finished,
+// needs a single container; packed as a standing queue it would need one
+// per request.
+func TestReleaseTimesLetOneContainerServeASpacedStream(t *testing.T) {
+	var p Packer
+	items := make([]Item, 10)
+	for i := range items {
+		rel := time.Duration(i) * 500 * ms
+		items[i] = Item{Exec: 400 * ms, Release: rel, Deadline: rel + 480*ms}
+	}
+	if n := FirstFit(&p, items); n != 1 {
+		t.Fatalf("spaced stream used %d containers, want 1", n)
+	}
+	for i := range items {
+		items[i].Release = 0
+		items[i].Deadline = 480 * ms
+	}
+	if n := FirstFit(&p, items); n != 10 {
+		t.Fatalf("standing queue used %d containers, want 10", n)
+	}
+}

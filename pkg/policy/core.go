@@ -67,13 +67,15 @@ type core struct {
 
 	packer batch.Packer
 	items  []batch.Item
+	rng    *rand.Rand // synthetic arrival times; seeded from Spec.Seed
 }
 
 func newCore(name string, p parts, spec Spec) (*core, error) {
 	if err := validateSpec(spec, p.truth); err != nil {
 		return nil, err
 	}
-	c := &core{name: name, p: p, spec: spec, fns: make([]fnState, len(spec.Functions))}
+	c := &core{name: name, p: p, spec: spec, fns: make([]fnState, len(spec.Functions)),
+		rng: rand.New(rand.NewPCG(spec.Seed, 0x73747265616d))}
 	for i, f := range spec.Functions {
 		c.fns[i] = fnState{spec: f, exec: profile.NewFitter(profile.DefaultMinSamples),
 			out: profile.NewFitter(profile.DefaultMinSamples), execScale: 1}

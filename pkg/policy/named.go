@@ -47,6 +47,10 @@ type parts struct {
 	// empiricalMix builds the predicted queue from the most recent input
 	// sizes instead of class shares and class-average sizes.
 	empiricalMix bool
+	// stream sizes containers for the predicted requests spread over the
+	// coming window at Poisson arrival times, each with its own release
+	// and deadline, instead of a standing queue of one SLO's worth.
+	stream bool
 	// chainExtra adds this fraction of containers per downstream function
 	// (Kraken's weighting of functions many paths pass through).
 	chainExtra float64
@@ -62,7 +66,7 @@ var catalog = map[string]parts{
 	"cypress": {order: HeaviestFirst, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true},
 	"oracle":  {order: HeaviestFirst, load: loadOracle, sizing: sizeIS, react: reactOverload, lookAhead: true, truth: true},
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
-		execQuantile: 0.9, headroomZ: 1, followBurst: true, empiricalMix: true},
+		execQuantile: 0.9, followBurst: true, empiricalMix: true, stream: true},
 }
 
 // New builds the named policy for an app.

@@ -49,7 +49,9 @@ func (c *core) refreshModels() {
 
 // closeWindow feeds the finished window to the predictors.
 func (c *core) closeWindow() {
-	c.load.Observe(c.winCount)
+	if c.load != nil {
+		c.load.Observe(c.winCount)
+	}
 	c.lastCount = c.winCount
 	c.winCount = 0
 	if len(c.classes) > 0 {
@@ -137,6 +139,9 @@ func (c *core) sizeFunction(f int, rate float64) (int, bool) {
 	if c.p.sizing == sizeStatic {
 		return batch.Static(count, slo, time.Duration(c.meanExec(f))), true
 	}
+	if c.p.stream {
+		return c.streamSize(f, rate)
+	}
 	if !c.predictedQueue(f, count) {
 		return 0, false
 	}
@@ -204,4 +209,38 @@ func apportion(shares []float64, n int) []int {
 		rem[best] = -1
 	}
 	return out
+}
+
+// streamHorizonSLOs caps the stream's length at this many function SLOs:
+// long enough to reach a steady state, short enough to stay cheap at
+// thousands of requests per second.
+const streamHorizonSLOs = 20
+
+// streamSize packs the predicted requests of the coming window in arrival
+// order, each released at a Poisson arrival time with its own deadline, so
+// a container is reused as soon as it is free. The count is what the
+// stream needs, including its random bursts, rather than one container
+// per SLO's worth of standing queue.
+func (c *core) streamSize(f int, rate float64) (int, bool) {
+	if len(c.pool) == 0 {
+		return 0, false
+	}
+	slo := c.fns[f].spec.SLO
+	horizon := min(c.spec.Window, streamHorizonSLOs*slo)
+	c.items = c.items[:0]
+	var t float64
+	for i := 0; rate > 0; i++ {
+		t += c.rng.ExpFloat64() / rate * float64(time.Second)
+		if t >= float64(horizon) {
+			break
+		}
+		rel := time.Duration(t)
+		size := c.chainSize(c.pool[i%len(c.pool)], f)
+		c.items = append(c.items, batch.Item{Exec: time.Duration(c.execAt(f, size)), Release: rel, Deadline: rel + slo})
+	}
+	c.packer.Reset(nil, 0, len(c.items))
+	for _, it := range c.items {
+		c.packer.Place(it)
+	}
+	return c.packer.Opened(), true
 }

@@ -1,15 +1,113 @@
 package sim
 
 import (
-	"errors"
-	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"gantry.dev/gantry/pkg/policy"
 )
 
-// Run simulates one configuration to completion.
+// Run simulates one configuration until every request has completed.
 func Run(cfg Config) (Result, error) {
 	cfg.applyDefaults()
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	return Result{}, fmt.Errorf("%w", errors.New("sim: engine lands in the next commit"))
+	pol := cfg.Custom
+	if pol == nil {
+		var err error
+		if pol, err = policy.New(cfg.Policy, policySpec(&cfg)); err != nil {
+			return Result{}, err
+		}
+	}
+	wall := time.Now()
+	e := newEngine(cfg, pol)
+	if err := e.run(); err != nil {
+		return Result{}, err
+	}
+	res := e.result()
+	res.WallSeconds = time.Since(wall).Seconds()
+	return res, nil
+}
+
+// policySpec is what a policy may know up front. Truth is only read by
+// the oracle.
+func policySpec(cfg *Config) policy.Spec {
+	slos := functionSLOs(cfg.App)
+	spec := policy.Spec{
+		App: cfg.App.Name, AppSLO: cfg.App.SLO,
+		MinSize: cfg.App.MinSize, MaxSize: cfg.App.MaxSize,
+		ColdStart: cfg.ColdStart, Window: cfg.Window, Start: epoch, Seed: cfg.Seed,
+	}
+	for i, f := range cfg.App.Chain {
+		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: f.Name, SLO: slos[i], SizeSensitive: f.SizeSensitive})
+	}
+	app, dist, per := cfg.App, cfg.Dist, cfg.Trace.PerSecond
+	spec.Truth = &policy.Truth{
+		Rate: func(d time.Duration) float64 {
+			if s := int(d / time.Second); s < len(per) {
+				return per[s]
+			}
+			return -1
+		},
+		ExecMean:   func(fn int, size float64) time.Duration { return app.Chain[fn].ExecMean(size) },
+		OutputMean: func(fn int, size float64) float64 { return app.Chain[fn].OutputMean(size) },
+		SampleSize: func(rng *rand.Rand) float64 { return dist.Sample(rng, app.MinSize, app.MaxSize) },
+	}
+	return spec
+}
+
+func (e *engine) result() Result {
+	e.cl.advance(e.now)
+	span := float64(e.now)
+	res := Result{
+		App: e.cfg.App.Name, Dist: e.cfg.Dist.Name(), Trace: e.cfg.Trace.Name, Policy: e.pol.Name(),
+		Requests: e.arrivals, SpawnFailures: e.spawnFails, SLO: e.cfg.App.SLO,
+		SLOCompliance: e.app.compliance(),
+		P50:           e.app.percentile(0.50), P95: e.app.percentile(0.95),
+		P99: e.app.percentile(0.99), P999: e.app.percentile(0.999),
+		MeanQueue: e.app.mean(e.app.queueNs), MeanColdStart: e.app.mean(e.app.coldNs), MeanExec: e.app.mean(e.app.execNs),
+		EnergyJ: e.cl.energyJ, SimulatedSeconds: span / 1e9,
+		ColdStarts: e.app.coldStarts, LatencyCDF: e.app.cdf(),
+	}
+	var liveArea float64
+	for i := range e.fns {
+		e.fns[i].m.advance(e.now)
+		liveArea += e.fns[i].m.liveArea
+	}
+	for i := range e.fns {
+		fr := e.functionResult(i, span, liveArea)
+		res.Functions = append(res.Functions, fr)
+		res.ContainersSpawned += fr.ContainersSpawned
+		res.AvgContainers += fr.AvgContainers
+	}
+	res.PeakContainers = float64(e.cl.peakLive)
+	if res.ContainersSpawned > 0 {
+		res.JobsPerContainer = float64(e.arrivals) / float64(res.ContainersSpawned)
+	}
+	return res
+}
+
+func (e *engine) functionResult(i int, span, liveArea float64) FunctionResult {
+	rt := &e.fns[i]
+	l := &rt.lat
+	fr := FunctionResult{
+		Name: rt.f.Name, Requests: l.n, ColdStarts: l.coldStarts, ContainersSpawned: rt.m.spawned,
+		PeakContainers: float64(rt.m.peak), SLO: time.Duration(rt.slo), SLOCompliance: l.compliance(),
+		P50: l.percentile(0.50), P95: l.percentile(0.95), P99: l.percentile(0.99), P999: l.percentile(0.999),
+		MeanQueue: l.mean(l.queueNs), MeanColdStart: l.mean(l.coldNs), MeanExec: l.mean(l.execNs),
+	}
+	if span > 0 {
+		fr.AvgContainers = rt.m.liveArea / span
+	}
+	if rt.m.spawned > 0 {
+		fr.JobsPerContainer = float64(rt.m.jobs) / float64(rt.m.spawned)
+	}
+	// Busy and warm watts are the function's own; powered-node watts are
+	// shared in proportion to its container-time.
+	fr.EnergyJ = (rt.m.busyArea*CoreBusyWatts + rt.m.liveArea*ContainerIdleWatts) / 1e9
+	if liveArea > 0 {
+		fr.EnergyJ += e.cl.nodeEnergyJ * rt.m.liveArea / liveArea
+	}
+	return fr
 }

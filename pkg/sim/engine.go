@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/workload"
+)
+
+// epoch is the wall-clock instant virtual time 0 maps to for the policy.
+// Any fixed instant works; policies only compare and subtract times.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// maxDrain bounds how long the engine keeps running after the trace ends
+// waiting for requests in flight; reaching it means the policy starved a
+// function, which Run reports as an error rather than looping forever.
+const maxDrain = 24 * time.Hour
+
+// request is one app invocation in flight. Slots are reused through a free
+// list so the hot path does not allocate.
+type request struct {
+	id      int64
+	arrival int64   // at the app
+	enq     int64   // at the current function
+	size    float64 // input size at the current function
+	pred    int64   // predicted execution time at the current function
+	exec    int64   // sampled execution time at the current function
+	fn      int32
+	// End-to-end breakdown so far.
+	queue, cold, execSum int64
+}
+
+// fnRuntime is one function's live state in the engine.
+type fnRuntime struct {
+	f        workload.Function
+	slo      int64
+	deadline int64 // cumulative SLO up to and including this function
+	queue    runQueue
+	idle     deque
+	lat      latency
+	m        fnMetrics
+}
+
+type engine struct {
+	cfg      Config
+	pol      policy.Policy
+	order    policy.Order
+	detail   bool
+	needPred bool
+
+	fns      []fnRuntime
+	cl       *cluster
+	ctrs     []container
+	freeCtrs []int32
+	reqs     []request
+	freeReqs []int32
+	events   eventHeap
+
+	arrRng, sizeRng, execRng, outRng *rand.Rand
+
+	now        int64
+	end        int64 // end of the trace
+	arrivals   int64
+	inFlight   int64
+	done       int64
+	spawnFails int64
+	app        latency
+
+	views []policy.View
+	decs  []policy.Decision
+	err   error
+}
+
+func newEngine(cfg Config, pol policy.Policy) *engine {
+	e := &engine{cfg: cfg, pol: pol, order: pol.Order(), detail: pol.Detailed(),
+		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
+	e.needPred = e.order != policy.FIFO || e.detail
+	e.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
+	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
+	e.execRng = rand.New(rand.NewPCG(cfg.Seed, 3))
+	e.outRng = rand.New(rand.NewPCG(cfg.Seed, 4))
+	slos := functionSLOs(cfg.App)
+	var cum int64
+	for i, f := range cfg.App.Chain {
+		cum += int64(slos[i])
+		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: cum, lat: newLatency(slos[i])})
+	}
+	e.views = make([]policy.View, len(e.fns))
+	e.decs = make([]policy.Decision, len(e.fns))
+	return e
+}
+
+// functionSLOs splits the app SLO over the chain in proportion to each
+// function's share of the maximum end-to-end execution time, the way
+// Kraken and Fifer derive per-stage slack.
+func functionSLOs(app workload.App) []time.Duration {
+	out := make([]time.Duration, len(app.Chain))
+	total := float64(app.MaxExec())
+	size := app.MaxSize
+	for i, f := range app.Chain {
+		share := 1 / float64(len(app.Chain))
+		if total > 0 {
+			share = float64(f.ExecMean(size)) / total
+		}
+		out[i] = max(time.Millisecond, time.Duration(share*float64(app.SLO)))
+		size = f.OutputMean(size)
+	}
+	return out
+}
+
+func (e *engine) policyTime(t int64) time.Time { return epoch.Add(time.Duration(t)) }
+
+func (e *engine) run() error {
+	e.events.push(0, evTick, 0)
+	if t, ok := e.nextArrival(0); ok {
+		e.events.push(t, evArrival, 0)
+	}
+	nextProgress := int64(e.cfg.Window)
+	for e.events.len() > 0 && e.err == nil {
+		ev := e.events.pop()
+		e.now = ev.at
+		switch ev.kind {
+		case evArrival:
+			e.onArrival()
+		case evDone:
+			e.onDone(ev.id)
+		case evReady:
+			e.onReady(ev.id)
+		case evTick:
+			e.onTick()
+		}
+		if e.cfg.Progress != nil && e.now >= nextProgress {
+			e.cfg.Progress(time.Duration(min(e.now, e.end)), time.Duration(e.end))
+			nextProgress += int64(e.cfg.Window)
+		}
+	}
+	if e.err == nil && (e.done != e.arrivals || e.inFlight != 0) {
+		e.err = fmt.Errorf("%w: %d arrivals, %d completions, %d in flight", ErrInvariant, e.arrivals, e.done, e.inFlight)
+	}
+	return e.err
+}
+
+// nextArrival draws the next arrival after t from a Poisson process whose
+// rate is the trace's expected count in each second. The process is
+// memoryless, so at a second boundary the draw restarts at the new rate.
+func (e *engine) nextArrival(t int64) (int64, bool) {
+	per := e.cfg.Trace.PerSecond
+	for {
+		s := t / int64(time.Second)
+		if s >= int64(len(per)) {
+			return 0, false
+		}
+		next := (s + 1) * int64(time.Second)
+		if rate := per[s]; rate > 0 {
+			gap := e.arrRng.ExpFloat64() / rate * float64(time.Second)
+			if float64(t)+gap < float64(next) {
+				return t + int64(gap), true
+			}
+		}
+		t = next
+	}
+}
+
+func (e *engine) onArrival() {
+	if t, ok := e.nextArrival(e.now); ok {
+		e.events.push(t, evArrival, 0)
+	}
+	r := e.newRequest()
+	req := &e.reqs[r]
+	req.id = e.arrivals
+	req.arrival = e.now
+	req.size = e.cfg.Dist.Sample(e.sizeRng, e.cfg.App.MinSize, e.cfg.App.MaxSize)
+	e.arrivals++
+	e.inFlight++
+	e.enqueue(0, r)
+}
+
+func (e *engine) newRequest() int32 {
+	if n := len(e.freeReqs); n > 0 {
+		r := e.freeReqs[n-1]
+		e.freeReqs = e.freeReqs[:n-1]
+		e.reqs[r] = request{}
+		return r
+	}
+	e.reqs = append(e.reqs, request{})
+	return int32(len(e.reqs) - 1)
+}
+
+// enqueue puts request r in function fn's queue, or straight onto an idle
+// container when nothing is waiting.
+func (e *engine) enqueue(fn int32, r int32) {
+	req := &e.reqs[r]
+	req.fn, req.enq = fn, e.now
+	rt := &e.fns[fn]
+	if e.needPred {
+		req.pred = int64(e.pol.Estimate(int(fn), req.size))
+	}
+	if rt.queue.len() == 0 && rt.idle.len() > 0 {
+		e.start(rt.idle.popBack(), r)
+	} else {
+		rt.queue.push(e.key(rt, req), r)
+	}
+	c := e.counts(fn)
+	if add := e.pol.Arrive(e.policyTime(e.now), int(fn), req.size, c); add > 0 {
+		e.spawn(fn, add)
+	}
+}
+
+func (e *engine) key(rt *fnRuntime, req *request) int64 {
+	switch e.order {
+	case policy.HeaviestFirst:
+		return -req.pred
+	case policy.LeastSlack:
+		return req.arrival + rt.deadline - req.pred
+	}
+	return req.enq
+}
+
+func (e *engine) counts(fn int32) policy.Counts {
+	rt := &e.fns[fn]
+	return policy.Counts{Live: rt.m.live, Starting: rt.m.starting, Idle: rt.idle.len(), Queued: rt.queue.len()}
+}
+
+// start runs request r on container id.
+func (e *engine) start(id int32, r int32) {
+	c := &e.ctrs[id]
+	req := &e.reqs[r]
+	rt := &e.fns[c.fn]
+	wait := e.now - req.enq
+	var cold int64
+	if c.fresh {
+		// The part of the wait spent behind this container's cold start.
+		cold = min(wait, max(0, c.readyAt-max(req.enq, c.spawnAt)))
+		c.fresh = false
+	}
+	req.queue += wait - cold
+	req.cold += cold
+	req.exec = int64(rt.f.Exec(req.size, e.execRng))
+	req.execSum += req.exec
+	c.state, c.req, c.startAt = csBusy, r, e.now
+	rt.m.advance(e.now)
+	rt.m.busy++
+	rt.m.jobs++
+	e.cl.setBusy(e.now, 1)
+	rt.lat.record(e.now-req.enq+req.exec, wait-cold, cold, req.exec)
+	e.events.push(e.now+req.exec, evDone, id)
+}
+
+func (e *engine) onDone(id int32) {
+	c := &e.ctrs[id]
+	if c.state != csBusy {
+		e.err = fmt.Errorf("%w: container %d finished while %d", ErrInvariant, id, c.state)
+		return
+	}
+	r, fn := c.req, c.fn
+	rt := &e.fns[fn]
+	rt.m.advance(e.now)
+	rt.m.busy--
+	e.cl.setBusy(e.now, -1)
+	e.free(id)
+	e.advanceRequest(r, fn)
+}
+
+// free hands a container that just finished to the next queued request, or
+// parks it in the idle deque.
+func (e *engine) free(id int32) {
+	c := &e.ctrs[id]
+	rt := &e.fns[c.fn]
+	if rt.queue.len() > 0 {
+		e.start(id, rt.queue.pop())
+		return
+	}
+	c.state, c.idleAt = csIdle, e.now
+	rt.idle.pushBack(id)
+}
+
+// advanceRequest moves a request to the next function, or completes it.
+func (e *engine) advanceRequest(r int32, fn int32) {
+	req := &e.reqs[r]
+	f := &e.fns[fn].f
+	out := f.Output(req.size, e.outRng)
+	if err := e.pol.Complete(int(fn), req.size, time.Duration(req.exec), out); err != nil {
+		e.err = fmt.Errorf("%w: policy rejected a sample: %w", ErrInvariant, err)
+		return
+	}
+	if int(fn)+1 < len(e.fns) {
+		req.size = out
+		e.enqueue(fn+1, r)
+		return
+	}
+	resp := e.now - req.arrival
+	e.app.record(resp, req.queue, req.cold, req.execSum)
+	if e.cfg.OnComplete != nil {
+		e.cfg.OnComplete(req.id, time.Duration(resp))
+	}
+	e.done++
+	e.inFlight--
+	e.freeReqs = append(e.freeReqs, r)
+}
+
+func (e *engine) onReady(id int32) {
+	c := &e.ctrs[id]
+	if c.state != csStarting {
+		return // retired while starting
+	}
+	rt := &e.fns[c.fn]
+	rt.m.starting--
+	e.free(id)
+}
