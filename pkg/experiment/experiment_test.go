@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -269,5 +271,28 @@ func TestPaperDocumentSaysNAWhenAPolicyIsMissing(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "| Fig. 11a | Image Compression, heavy, stable: containers vs Atoll | -43% | cypress: n/a |") {
 		t.Error("a comparison with a missing baseline must say n/a, not invent a number")
+	}
+}
+
+func TestPaperReportDirHasSummaryPlots(t *testing.T) {
+	dir := t.TempDir()
+	// One app and distribution keep the per-condition plots few; the
+	// summaries average over whatever cells exist.
+	var recs []report.Record
+	for _, r := range paperRecords(t) {
+		if r.App == "image-compression" && r.Dist == "light" {
+			recs = append(recs, r)
+		}
+	}
+	if err := report.WriteDir(dir, PaperDocument(recs, PaperMeta{Plan: DefaultPaperPlan()})); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"summary-stable-containers.png", "summary-stable-slo.png", "summary-twitter-large-containers.png", "summary-twitter-large-slo.png"} {
+		if st, err := os.Stat(filepath.Join(dir, report.PlotsDir, f)); err != nil || st.Size() < 1000 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if keep := os.Getenv("GANTRY_KEEP_REPORT"); keep != "" {
+		_ = os.CopyFS(keep, os.DirFS(dir))
 	}
 }

@@ -221,6 +221,7 @@ func PaperDocument(records []report.Record, meta PaperMeta) report.Document {
 		Intro:    paperIntro(meta),
 		Sections: sections,
 		Records:  records,
+		Figures:  paperFigures(ix, policies),
 	}
 }
 
@@ -249,4 +250,54 @@ func paperIntro(m PaperMeta) string {
 		fmt.Fprintf(&b, "Wall time %v on %d workers.", m.Wall.Round(time.Second), m.Workers)
 	}
 	return b.String()
+}
+
+// paperFigures are the summary charts of the matrix: containers against
+// Atoll and SLO misses per policy and distribution, for the stable traces
+// and for the large-scale Twitter trace.
+func paperFigures(ix index, policies []string) []report.Figure {
+	var figs []report.Figure
+	for _, set := range []struct {
+		file, what string
+		traces     []string
+	}{
+		{"summary-stable", "stable traces, 288 cores", stable},
+		{"summary-twitter-large", "Twitter peak 5450 rps, 6384 cores", largeOnly},
+	} {
+		figs = append(figs,
+			distFigure(set.file+"-containers.png", "Containers spawned against Atoll — "+set.what, "% change (lower is fewer)", without(policies, "atoll"),
+				func(c cond, p string) (float64, bool) {
+					v, ok := ix.change(c, containers, p, "atoll")
+					return 100 * v, ok
+				}, set.traces),
+			distFigure(set.file+"-slo.png", "SLO misses — "+set.what, "% of requests over the SLO", policies,
+				func(c cond, p string) (float64, bool) {
+					v, ok := ix.mean(c, compliance, p)
+					return 100 * (1 - v), ok
+				}, set.traces))
+	}
+	return figs
+}
+
+func distFigure(file, title, ylabel string, policies []string, value func(cond, string) (float64, bool), traces []string) report.Figure {
+	f := report.Figure{File: file, Title: title, YLabel: ylabel, Categories: policies}
+	for _, d := range PaperDists {
+		s := report.Series{Name: d, Values: make([]float64, len(policies))}
+		for i, p := range policies {
+			// A missing cell draws no bar; the tables say n/a.
+			s.Values[i], _ = value(cond{apps: allApps, dists: []string{d}, traces: traces}, p)
+		}
+		f.Series = append(f.Series, s)
+	}
+	return f
+}
+
+func without(list []string, drop string) []string {
+	var out []string
+	for _, s := range list {
+		if s != drop {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -18,8 +18,12 @@ type Document struct {
 	Intro    string
 	Sections []Section
 	Records  []Record
+	// Figures are summary charts drawn by WriteDir.
+	Figures []Figure
 	// Plots maps a group key to the plot files (relative paths) drawn for it.
 	Plots map[string][]string
+	// FigureFiles are the drawn Figures' relative paths, set by WriteDir.
+	FigureFiles []string
 }
 
 // baseline is the policy other policies' containers are compared with: Atoll
@@ -38,6 +42,13 @@ func WriteMarkdown(w io.Writer, doc Document) error {
 	}
 	for _, s := range doc.Sections {
 		fmt.Fprintf(&b, "## %s\n\n%s\n\n", s.Heading, strings.TrimSpace(s.Body))
+	}
+	if len(doc.FigureFiles) > 0 {
+		b.WriteString("## Summary plots\n\n")
+		for _, f := range doc.FigureFiles {
+			fmt.Fprintf(&b, "![%s](%s)\n", f, f)
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("## Results per condition\n\n")
 	b.WriteString("Containers Δ is containers spawned against Atoll (negative is fewer). ")

@@ -211,3 +211,22 @@ func TestGroupRecordsKeepsOrderAndSplitsByCondition(t *testing.T) {
 		t.Error("found an atoll run that is not there")
 	}
 }
+
+func TestWriteDirDrawsSummaryFigures(t *testing.T) {
+	dir := t.TempDir()
+	fig := Figure{File: "summary.png", Title: "Containers against Atoll", YLabel: "%",
+		Categories: []string{"kraken", "cypress"},
+		Series:     []Series{{"heavy", []float64{-10, -40}}, {"light", []float64{-30, -60}}}}
+	if err := WriteDir(dir, Document{Title: "t", Records: sampleRecords(), Figures: []Figure{fig}}); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, filepath.Join(dir, PlotsDir, "summary.png"))
+	md, _ := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if !bytes.Contains(md, []byte("## Summary plots\n\n![plots/summary.png](plots/summary.png)")) {
+		t.Errorf("report.md does not show the summary figure:\n%s", md)
+	}
+	fig.Series[1].Values = []float64{1}
+	if err := WriteDir(t.TempDir(), Document{Records: sampleRecords(), Figures: []Figure{fig}}); err == nil {
+		t.Error("a series with the wrong number of values was drawn")
+	}
+}

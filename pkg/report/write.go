@@ -39,6 +39,13 @@ func WriteDir(dir string, doc Document) error {
 		return err
 	}
 	doc.Plots = plots
+	for _, f := range doc.Figures {
+		file, err := f.draw(filepath.Join(dir, PlotsDir))
+		if err != nil {
+			return err
+		}
+		doc.FigureFiles = append(doc.FigureFiles, file)
+	}
 	return writeFile(filepath.Join(dir, MarkdownFile), func(f *os.File) error {
 		return WriteMarkdown(f, doc)
 	})
