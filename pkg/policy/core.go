@@ -23,6 +23,7 @@ const (
 	// request may take the maximum: SLO / 1.2.
 	sloMaxExecRatio = 1.2
 	poolSize        = 2048 // recent first-function sizes kept by gantry
+	sizeBins        = 128  // resolution of the input-size-distribution prediction
 )
 
 // fnState is what a policy has learnt about one function.
@@ -48,14 +49,13 @@ type core struct {
 	load   predict.Predictor
 	oracle *predict.Oracle
 
-	// Input-size-distribution prediction at the first function.
-	classes    []profile.Class
-	classesAt  int64 // samples behind the classes; rebuilt when this doubles
-	fractions  *predict.Fractions
-	classCount []float64
-	classSize  []float64
-	repSize    []float64
-	shares     []float64
+	// Input-size-distribution prediction at the first function. Shares
+	// are tracked on fine fixed bins and summed into classes when sizing:
+	// an EWMA is linear, so this equals an EWMA per class, and it survives
+	// the class boundaries moving as the model is refit.
+	fractions *predict.Fractions
+	binCount  []float64
+	binShare  []float64
 
 	pool     []float64 // ring of recent first-function sizes (gantry), or truth samples (oracle)
 	poolNext int
@@ -83,6 +83,8 @@ func newCore(name string, p parts, spec Spec) (*core, error) {
 	if err := c.initLoad(); err != nil {
 		return nil, err
 	}
+	c.fractions, _ = predict.NewFractions(sizeBins, ewmaAlpha, 1) // constants are in range
+	c.binCount, c.binShare = make([]float64, sizeBins), make([]float64, sizeBins)
 	if p.truth {
 		c.initTruthPool()
 	}
@@ -211,11 +213,7 @@ func (c *core) Arrive(_ time.Time, fn int, size float64, n Counts) int {
 
 func (c *core) countArrival(size float64) {
 	c.winCount++
-	if len(c.classes) > 0 {
-		i := profile.Find(c.classes, size)
-		c.classCount[i]++
-		c.classSize[i] += size
-	}
+	c.binCount[c.bin(size)]++
 	if c.p.empiricalMix && !c.p.truth {
 		if len(c.pool) < poolSize {
 			c.pool = append(c.pool, size)
@@ -224,6 +222,17 @@ func (c *core) countArrival(size float64) {
 		c.pool[c.poolNext] = size
 		c.poolNext = (c.poolNext + 1) % poolSize
 	}
+}
+
+// bin maps an input size to its bin; sizes outside the range clamp.
+func (c *core) bin(size float64) int {
+	x := (size - c.spec.MinSize) / (c.spec.MaxSize - c.spec.MinSize) * sizeBins
+	return min(sizeBins-1, max(0, int(x)))
+}
+
+// binCenter is the middle input size of bin i.
+func (c *core) binCenter(i int) float64 {
+	return c.spec.MinSize + (float64(i)+0.5)*(c.spec.MaxSize-c.spec.MinSize)/sizeBins
 }
 
 // Complete feeds the profilers.

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/batch"
-	"gantry.dev/gantry/pkg/predict"
 	"gantry.dev/gantry/pkg/profile"
 )
 
@@ -54,38 +53,8 @@ func (c *core) closeWindow() {
 	}
 	c.lastCount = c.winCount
 	c.winCount = 0
-	if len(c.classes) > 0 {
-		_ = c.fractions.Observe(c.classCount) // lengths match by construction
-		for i, n := range c.classCount {
-			if n > 0 {
-				c.repSize[i] += ewmaAlpha * (c.classSize[i]/n - c.repSize[i])
-			}
-			c.classCount[i], c.classSize[i] = 0, 0
-		}
-	}
-	c.maybeRebuildClasses()
-}
-
-// maybeRebuildClasses derives the first function's input-size classes from
-// its latest model, again each time the sample count doubles: often enough
-// to follow the model, rarely enough for the class shares to build history.
-func (c *core) maybeRebuildClasses() {
-	f := &c.fns[0]
-	if !f.execOK || (len(c.classes) > 0 && f.execM.N < 2*c.classesAt) {
-		return
-	}
-	classes, err := profile.Classes(f.execM, f.spec.SLO, c.spec.MinSize, c.spec.MaxSize)
-	if err != nil {
-		return
-	}
-	c.classes, c.classesAt = classes, f.execM.N
-	k := len(classes)
-	c.fractions, _ = predict.NewFractions(k, ewmaAlpha, 1)
-	c.classCount, c.classSize = make([]float64, k), make([]float64, k)
-	c.repSize, c.shares = make([]float64, k), make([]float64, k)
-	for i, cl := range classes {
-		c.repSize[i] = (cl.Lo + cl.Hi) / 2
-	}
+	_ = c.fractions.Observe(c.binCount) // lengths match by construction
+	clear(c.binCount)
 }
 
 // resize is the proactive scaler: predict the next window's arrival rate,
@@ -169,13 +138,46 @@ func (c *core) predictedQueue(f, count int) bool {
 		}
 		return true
 	}
-	if len(c.classes) == 0 || !c.fractions.Predict(c.shares) {
+	classes, ok := c.classes()
+	if !ok || !c.fractions.Predict(c.binShare) {
 		return false
 	}
-	for i, k := range apportion(c.shares, count) {
-		add(c.repSize[i], k)
+	shares, reps := c.classMix(classes)
+	for i, k := range apportion(shares, count) {
+		add(reps[i], k)
 	}
 	return true
+}
+
+// classes are the first function's input-size classes under its latest
+// model (Cypress section 3).
+func (c *core) classes() ([]profile.Class, bool) {
+	f := &c.fns[0]
+	if !f.execOK {
+		return nil, false
+	}
+	classes, err := profile.Classes(f.execM, f.spec.SLO, c.spec.MinSize, c.spec.MaxSize)
+	return classes, err == nil
+}
+
+// classMix sums the predicted bin shares into classes and gives each class
+// a representative size: the share-weighted mean of its bins.
+func (c *core) classMix(classes []profile.Class) (shares, reps []float64) {
+	shares, reps = make([]float64, len(classes)), make([]float64, len(classes))
+	for i, s := range c.binShare {
+		x := c.binCenter(i)
+		k := profile.Find(classes, x)
+		shares[k] += s
+		reps[k] += s * x
+	}
+	for k, cl := range classes {
+		if shares[k] > 0 {
+			reps[k] /= shares[k]
+		} else {
+			reps[k] = (cl.Lo + cl.Hi) / 2
+		}
+	}
+	return shares, reps
 }
 
 // chainSize maps a first-function input size to function f's input size.

@@ -171,3 +171,25 @@ func within(t *testing.T, what string, got, want, rel float64) {
 	}
 }
 
+// A light function has hundreds of batch sizes across its range; the
+// classes stay few, cover the range, and no class promises a batch larger
+// than its heaviest member allows.
+func TestClassesOfALightFunctionAreCappedAndConservative(t *testing.T) {
+	m := Model{Family: Linear, A: float64(time.Millisecond), B: float64(time.Millisecond)}
+	slo := time.Second
+	cs, err := Classes(m, slo, 1, 900)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) > MaxClasses || cs[0].Lo != 1 || cs[len(cs)-1].Hi != 900 {
+		t.Fatalf("%d classes spanning [%v, %v]", len(cs), cs[0].Lo, cs[len(cs)-1].Hi)
+	}
+	for i, c := range cs {
+		if got := batchSize(slo, m.Mean(c.Hi)*(1-1e-9)); got < c.Batch {
+			t.Errorf("class %d %+v: its heaviest size only fits %d", i, c, got)
+		}
+		if i > 0 && c.Lo != cs[i-1].Hi {
+			t.Errorf("gap before class %d", i)
+		}
+	}
+}

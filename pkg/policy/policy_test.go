@@ -1,0 +1,208 @@
+package policy
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const ms = time.Millisecond
+
+func spec(fns ...FunctionSpec) Spec {
+	return Spec{App: "test", Functions: fns, AppSLO: time.Second, MinSize: 1, MaxSize: 100,
+		ColdStart: 1500 * ms, Window: 10 * time.Second, Start: t0, Seed: 1}
+}
+
+func mustNew(t *testing.T, name string, s Spec) Policy {
+	t.Helper()
+	p, err := New(name, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// feed drives a policy through windows of steady load: rate requests per
+// second with sizes from size(), each completing with exec(size).
+func feed(t *testing.T, p Policy, windows int, rate int, size func(*rand.Rand) float64,
+	exec func(float64) time.Duration, views []View) []Decision {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 1))
+	out := make([]Decision, len(views))
+	now := t0
+	p.Plan(now, views, out)
+	for w := range windows {
+		for i := range rate * 10 {
+			s := size(rng)
+			p.Arrive(now.Add(time.Duration(i)*10*time.Second/time.Duration(rate*10)), 0, s, views[0].Counts)
+			for fn := range views {
+				if err := p.Complete(fn, s, exec(s), s); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		now = t0.Add(time.Duration(w+1) * 10 * time.Second)
+		p.Plan(now, views, out)
+	}
+	return out
+}
+
+// Cypress section 2: with execution times that do not depend on input
+// size, IS batching sizes exactly the containers static batching does.
+func TestConstantExecutionTimeMakesISBatchEqualStaticBatch(t *testing.T) {
+	for _, exec := range []time.Duration{90 * ms, 200 * ms, 450 * ms, 700 * ms} {
+		s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+		flat := func(float64) time.Duration { return exec }
+		uniform := func(r *rand.Rand) float64 { return 1 + 99*r.Float64() }
+		is := feed(t, mustNew(t, "isbatch", s), 4, 100, uniform, flat, make([]View, 1))
+		st := feed(t, mustNew(t, "kraken", s), 4, 100, uniform, flat, make([]View, 1))
+		if is[0].Add == 0 || is[0] != st[0] {
+			t.Errorf("exec %v: IS batching decided %+v, static batching %+v", exec, is[0], st[0])
+		}
+	}
+}
+
+// Kraken and Fifer batch on the mean: floor(SLO / mean) requests per
+// container, for the requests arriving within one SLO.
+func TestStaticBatchingUsesTheMeanExecutionTime(t *testing.T) {
+	s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+	linear := func(x float64) time.Duration { return time.Duration(x) * 4 * ms } // 4-400 ms, mean ~202
+	uniform := func(r *rand.Rand) float64 { return 1 + 99*r.Float64() }
+	d := feed(t, mustNew(t, "kraken", s), 4, 100, uniform, linear, make([]View, 1))
+	// 100 rps x 1 s SLO = 100 requests; batch floor(1000/202) = 4 → 25.
+	if d[0].Add < 24 || d[0].Add > 26 {
+		t.Fatalf("kraken added %d containers, want about 25", d[0].Add)
+	}
+}
+
+// Cypress section 4: heavy and light mixes of the same load need different
+// containers under IS batching; static batching cannot tell them apart
+// when their mean is equal.
+func TestISBatchingFollowsTheInputSizeMix(t *testing.T) {
+	s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+	exec := func(x float64) time.Duration { return time.Duration(x) * 8 * ms } // 8-800 ms
+	heavy := func(r *rand.Rand) float64 { return 70 + 30*r.Float64() }
+	light := func(r *rand.Rand) float64 { return 1 + 30*r.Float64() }
+	h := feed(t, mustNew(t, "cypress", s), 5, 100, heavy, exec, make([]View, 1))
+	l := feed(t, mustNew(t, "cypress", s), 5, 100, light, exec, make([]View, 1))
+	// Heavy requests (560-800 ms) fit one per container; light ones
+	// (8-248 ms) pack at least four.
+	if h[0].Add < 95 || l[0].Add > h[0].Add/3 {
+		t.Fatalf("heavy mix %d containers, light mix %d", h[0].Add, l[0].Add)
+	}
+}
+
+// Cypress's overload detection: a queued request whose wait would exceed
+// the cold start gets a new container; one that can still meet its SLO
+// on a live container does not.
+func TestOverloadDetectionAddsContainersForLateRequests(t *testing.T) {
+	p := mustNew(t, "isbatch", spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true}))
+	out := make([]Decision, 1)
+	busy := []time.Duration{3 * time.Second}
+	v := []View{{Counts: Counts{Live: 1, Queued: 3}, Free: busy,
+		Queue: []Item{{Exec: 100 * ms}, {Exec: 100 * ms}, {Exec: 100 * ms}}}}
+	p.Plan(t0, v, out)
+	// Behind 3 s each request would wait longer than a cold start; a new
+	// container serves one within the cold start, the next would wait
+	// 1.6 s on it, so each needs its own.
+	if out[0].Add != 3 {
+		t.Fatalf("added %d containers for three short requests stuck behind 3 s, want 3", out[0].Add)
+	}
+	v[0].Free = []time.Duration{1200 * ms}
+	p.Plan(t0.Add(ms), v, out)
+	if out[0].Add != 0 {
+		t.Fatalf("added %d containers though waiting beats a cold start", out[0].Add)
+	}
+	v[0].Free = []time.Duration{200 * ms}
+	p.Plan(t0.Add(ms), v, out)
+	if out[0].Add != 0 {
+		t.Fatalf("added %d containers though the live one serves all within the SLO", out[0].Add)
+	}
+}
+
+// Cypress's Look-Ahead Scaler: requests still at the first function make
+// the second function scale before they reach it.
+func TestLookAheadScalesDownstreamBeforeRequestsArrive(t *testing.T) {
+	s := spec(FunctionSpec{Name: "a", SLO: 500 * ms, SizeSensitive: true}, FunctionSpec{Name: "b", SLO: 500 * ms, SizeSensitive: true})
+	queue := make([]Item, 20)
+	for i := range queue {
+		queue[i] = Item{Size: 50, Exec: 300 * ms}
+	}
+	views := []View{{Counts: Counts{Live: 20, Queued: 20}, Free: make([]time.Duration, 20), Queue: queue}, {}}
+	out := make([]Decision, 2)
+	mustNew(t, "cypress", s).Plan(t0, views, out)
+	if out[1].Add == 0 {
+		t.Fatal("cypress did not scale the downstream function ahead of time")
+	}
+	mustNew(t, "isbatch", s).Plan(t0, views, out)
+	if out[1].Add != 0 {
+		t.Fatalf("isbatch (no look-ahead) added %d downstream containers", out[1].Add)
+	}
+}
+
+func TestAtollStartsOneContainerPerWaitingRequest(t *testing.T) {
+	p := mustNew(t, "atoll", spec(FunctionSpec{Name: "f", SLO: time.Second}))
+	if n := p.Arrive(t0, 0, 5, Counts{Live: 3, Starting: 1, Queued: 4}); n != 3 {
+		t.Fatalf("atoll started %d, want 3 (4 waiting, 1 already starting)", n)
+	}
+}
+
+// Gantry packs the predicted window as a stream of Poisson arrivals with
+// their own deadlines: it lands near the offered load (rate x mean
+// execution time) plus headroom for bursts.
+func TestGantryStreamSizingTracksOfferedLoad(t *testing.T) {
+	s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+	exec := func(x float64) time.Duration { return time.Duration(x) * 7 * ms } // 7-700 ms
+	uniform := func(r *rand.Rand) float64 { return 1 + 99*r.Float64() }
+	g := feed(t, mustNew(t, "gantry", s), 5, 200, uniform, exec, make([]View, 1))
+	offered := 200 * 0.3535 // requests/s x mean seconds
+	if float64(g[0].Add) < offered || float64(g[0].Add) > 1.5*offered {
+		t.Fatalf("gantry sized %d containers for an offered load of %.0f", g[0].Add, offered)
+	}
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	good := spec(FunctionSpec{Name: "f", SLO: time.Second})
+	if _, err := New("lambda", good); !errors.Is(err, ErrUnknownPolicy) {
+		t.Errorf("unknown name: %v", err)
+	}
+	if _, err := New("oracle", good); !errors.Is(err, ErrBadSpec) {
+		t.Errorf("oracle without truth: %v", err)
+	}
+	bad := good
+	bad.Functions = []FunctionSpec{{Name: "f"}}
+	if _, err := New("cypress", bad); !errors.Is(err, ErrBadSpec) {
+		t.Errorf("zero function SLO: %v", err)
+	}
+	for _, n := range Names() {
+		if n == "oracle" {
+			continue
+		}
+		p := mustNew(t, n, good)
+		if err := p.Complete(0, -1, ms, 1); err == nil {
+			t.Errorf("%s accepted a negative size", n)
+		}
+		if err := p.Complete(3, 1, ms, 1); err == nil {
+			t.Errorf("%s accepted an unknown function", n)
+		}
+	}
+}
+
+func TestEstimateFallsBackToTheSLORuleThenLearns(t *testing.T) {
+	p := mustNew(t, "cypress", spec(FunctionSpec{Name: "f", SLO: 1200 * ms, SizeSensitive: true}))
+	if e := p.Estimate(0, 10); e != time.Second {
+		t.Fatalf("unprofiled estimate %v, want SLO/1.2 = 1s", e)
+	}
+	for i := range 200 {
+		x := float64(1 + i%100)
+		_ = p.Complete(0, x, time.Duration(x)*5*ms, x)
+	}
+	p.Plan(t0, make([]View, 1), make([]Decision, 1))
+	if e := p.Estimate(0, 40); math.Abs(float64(e-200*ms)) > float64(5*ms) {
+		t.Fatalf("profiled estimate at 40 = %v, want ~200ms", e)
+	}
+}
