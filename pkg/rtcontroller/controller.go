@@ -1,0 +1,232 @@
+package rtcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+)
+
+// ErrNoConfig is returned by New without a REST config or engine.
+var ErrNoConfig = errors.New("rtcontroller: REST config and engine are required")
+
+// controllerUIDIndex indexes pods by the UID of their controlling owner, so an
+// owner's pods are one map lookup, never a LIST.
+const controllerUIDIndex = "controllerUID"
+
+// Options configures a Controller.
+type Options struct {
+	// Config is the base REST config. The controller derives two clients
+	// from it: one for reconcile writes, ordered by criticality through a
+	// PriorityLimiter, and one for watches and events with client-go's
+	// plain token bucket.
+	Config *rest.Config
+	// Namespace limits the controller to one namespace; "" watches all.
+	Namespace string
+	// Engine runs reconciles; see NewFIFOEngine and NewRTEngine.
+	Engine Engine
+	// QPS and Burst bound the reconcile client (defaults 50 and 100).
+	QPS   float32
+	Burst int
+	// Resync is the informers' resync period (default 10 minutes).
+	Resync time.Duration
+	// Registerer receives the controller's metrics; nil disables them.
+	Registerer prometheus.Registerer
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Component names the controller in Events.
+	Component string
+}
+
+// Controller reconciles RTResources.
+type Controller struct {
+	opts    Options
+	kube    kubernetes.Interface // reconcile writes, priority-limited
+	rts     *RTClients           // reconcile writes, priority-limited
+	limiter *PriorityLimiter
+
+	rtInformer  cache.SharedIndexInformer
+	podFactory  informers.SharedInformerFactory
+	podInformer cache.SharedIndexInformer
+	podLister   corelisters.PodLister
+
+	engine   Engine
+	queue    Queue
+	expect   *expectations
+	recorder record.EventRecorder
+	events   record.EventBroadcaster
+	metrics  *metrics
+	clock    clock.Clock
+	log      *slog.Logger
+	synced   atomic.Bool
+	leader   atomic.Bool
+}
+
+// New builds a controller; Run starts it.
+func New(opts Options) (*Controller, error) {
+	if opts.Config == nil || opts.Engine == nil {
+		return nil, ErrNoConfig
+	}
+	opts = withDefaults(opts)
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	c := &Controller{opts: opts, engine: opts.Engine, queue: opts.Engine.Queue(),
+		expect: newExpectations(opts.Clock), metrics: m, clock: opts.Clock, log: opts.Logger}
+	if err := c.buildClients(scheme); err != nil {
+		return nil, err
+	}
+	if err := c.buildInformers(scheme); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.QPS <= 0 {
+		o.QPS = 50
+	}
+	if o.Burst <= 0 {
+		o.Burst = 100
+	}
+	if o.Resync <= 0 {
+		o.Resync = 10 * time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Component == "" {
+		o.Component = "gantry-controller"
+	}
+	return o
+}
+
+func (c *Controller) buildClients(scheme *runtime.Scheme) error {
+	c.limiter = NewPriorityLimiter(c.opts.QPS, c.opts.Burst, c.opts.Clock)
+	prio := rest.CopyConfig(c.opts.Config)
+	prio.RateLimiter = c.limiter
+	kube, err := kubernetes.NewForConfig(prio)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	c.kube = kube
+	c.rts, err = NewRTClients(prio, scheme)
+	if err != nil {
+		return err
+	}
+	bg, err := kubernetes.NewForConfig(c.opts.Config)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	c.events = record.NewBroadcaster()
+	c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: bg.CoreV1().Events("")})
+	c.recorder = c.events.NewRecorder(scheme, corev1.EventSource{Component: c.opts.Component})
+	c.podFactory = informers.NewSharedInformerFactoryWithOptions(bg, c.opts.Resync,
+		informers.WithNamespace(c.opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = gantryv1.OwnerLabel }))
+	return nil
+}
+
+func (c *Controller) buildInformers(scheme *runtime.Scheme) error {
+	bg, err := NewRTClients(c.opts.Config, scheme)
+	if err != nil {
+		return err
+	}
+	list := bg.Namespace(c.opts.Namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return list.List(ctx, o)
+		},
+		WatchFuncWithContext: list.Watch,
+	}
+	c.rtInformer = cache.NewSharedIndexInformer(lw, &gantryv1.RTResource{}, c.opts.Resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	c.podInformer = c.podFactory.Core().V1().Pods().Informer()
+	if err := c.podInformer.AddIndexers(cache.Indexers{controllerUIDIndex: indexByControllerUID}); err != nil {
+		return fmt.Errorf("pod index: %w", err)
+	}
+	c.podLister = c.podFactory.Core().V1().Pods().Lister()
+	if _, err := c.rtInformer.AddEventHandler(c.rtHandlers()); err != nil {
+		return fmt.Errorf("rtresource handler: %w", err)
+	}
+	if _, err := c.podInformer.AddEventHandler(c.podHandlers()); err != nil {
+		return fmt.Errorf("pod handler: %w", err)
+	}
+	return nil
+}
+
+func indexByControllerUID(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+// Run starts the informers, waits for their first list, and reconciles until
+// ctx ends. Every object in the initial list is reconciled, so work missed
+// while the controller was down is picked up.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.shutdown()
+	if err := c.startInformers(ctx); err != nil {
+		return err
+	}
+	return c.engine.Run(ctx, c.reconcile)
+}
+
+// startInformers fills the caches. Standby replicas do this too, so a new
+// leader starts with a warm cache and a queue that already holds every key.
+func (c *Controller) startInformers(ctx context.Context) error {
+	go c.rtInformer.RunWithContext(ctx)
+	c.podFactory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.rtInformer.HasSynced, c.podInformer.HasSynced) {
+		return fmt.Errorf("rtcontroller: caches did not sync: %w", context.Cause(ctx))
+	}
+	c.synced.Store(true)
+	c.log.Info("rtcontroller caches synced", "namespace", c.opts.Namespace)
+	return nil
+}
+
+func (c *Controller) shutdown() {
+	c.queue.ShutDown()
+	c.podFactory.Shutdown()
+	c.limiter.Stop()
+	c.events.Shutdown()
+}
+
+// Synced reports whether the informers have completed their first list; the
+// readiness probe uses it.
+func (c *Controller) Synced() bool { return c.synced.Load() }
+
+// QueueLen is the number of keys waiting, for tests and metrics.
+func (c *Controller) QueueLen() int { return c.queue.Len() }

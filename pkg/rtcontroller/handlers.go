@@ -1,0 +1,135 @@
+package rtcontroller
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+)
+
+func (c *Controller) rtHandlers() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if rt, ok := obj.(*gantryv1.RTResource); ok {
+				c.enqueue(rt)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*gantryv1.RTResource)
+			rt, ok2 := newObj.(*gantryv1.RTResource)
+			if ok1 && ok2 && specRelevantChange(old, rt) {
+				c.enqueue(rt)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			rt, ok := tombstone[*gantryv1.RTResource](obj)
+			if !ok {
+				return
+			}
+			c.expect.forget(ownerOf(rt))
+			c.enqueue(rt)
+		},
+	}
+}
+
+// specRelevantChange skips the update events caused by the controller's own
+// status writes; periodic resyncs (same resourceVersion) still get through.
+func specRelevantChange(old, rt *gantryv1.RTResource) bool {
+	if old.ResourceVersion == rt.ResourceVersion {
+		return true
+	}
+	return old.Generation != rt.Generation ||
+		!maps.Equal(old.Annotations, rt.Annotations) ||
+		(old.DeletionTimestamp == nil) != (rt.DeletionTimestamp == nil)
+}
+
+func (c *Controller) podHandlers() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			if owner, ok := podOwner(pod); ok {
+				c.expect.creationObserved(owner)
+				if pod.DeletionTimestamp != nil {
+					c.expect.deletionObserved(owner, pod.UID)
+				}
+				c.enqueueOwner(owner)
+			}
+		},
+		UpdateFunc: func(_, newObj any) {
+			pod, ok := newObj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			if owner, ok := podOwner(pod); ok {
+				if pod.DeletionTimestamp != nil {
+					c.expect.deletionObserved(owner, pod.UID)
+				}
+				c.enqueueOwner(owner)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			pod, ok := tombstone[*corev1.Pod](obj)
+			if !ok {
+				return
+			}
+			if owner, ok := podOwner(pod); ok {
+				c.expect.deletionObserved(owner, pod.UID)
+				c.enqueueOwner(owner)
+			}
+		},
+	}
+}
+
+// tombstone unwraps the object of a delete event, which may come as a
+// DeletedFinalStateUnknown after a missed watch event.
+func tombstone[T any](obj any) (T, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	t, ok := obj.(T)
+	return t, ok
+}
+
+func ownerOf(rt *gantryv1.RTResource) ownerKey {
+	return ownerKey{Namespace: rt.Namespace, Name: rt.Name, UID: rt.UID}
+}
+
+// podOwner is the RTResource incarnation that controls pod, if any.
+func podOwner(pod *corev1.Pod) (ownerKey, bool) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "RTResource" || ref.APIVersion != gantryv1.SchemeGroupVersion.String() {
+		return ownerKey{}, false
+	}
+	return ownerKey{Namespace: pod.Namespace, Name: ref.Name, UID: ref.UID}, true
+}
+
+func (c *Controller) enqueue(rt *gantryv1.RTResource) {
+	crit, _ := Criticality(rt) // a bad annotation is reported by the reconcile
+	c.queue.AddWithPriority(Key{Namespace: rt.Namespace, Name: rt.Name}, int(crit))
+}
+
+// enqueueOwner enqueues the owner of a pod at the owner's criticality. A pod
+// whose owner UID no longer matches the cached object belongs to a deleted
+// incarnation; the garbage collector removes it, so there is nothing to do.
+func (c *Controller) enqueueOwner(owner ownerKey) {
+	rt, ok := c.cachedRT(Key{Namespace: owner.Namespace, Name: owner.Name})
+	if !ok || rt.UID != owner.UID {
+		return
+	}
+	c.enqueue(rt)
+}
+
+func (c *Controller) cachedRT(key Key) (*gantryv1.RTResource, bool) {
+	obj, exists, err := c.rtInformer.GetIndexer().GetByKey(key.String())
+	if err != nil || !exists {
+		return nil, false
+	}
+	rt, ok := obj.(*gantryv1.RTResource)
+	return rt, ok
+}

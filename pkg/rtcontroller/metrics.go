@@ -1,0 +1,52 @@
+package rtcontroller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Reconcile outcomes recorded in gantry_rtcontroller_reconcile_total.
+const (
+	outcomeSuccess = "success"
+	outcomeError   = "error"
+	outcomeRequeue = "requeue"
+	outcomeWaiting = "waiting" // expectations not yet met; nothing was done
+	outcomeGone    = "gone"    // the object no longer exists
+)
+
+type metrics struct {
+	reconciles *prometheus.CounterVec
+	duration   prometheus.Histogram
+	podOps     *prometheus.CounterVec
+	leader     prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_rtcontroller_reconcile_total",
+			Help: "RTResource reconciles by outcome.",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gantry_rtcontroller_reconcile_duration_seconds",
+			Help:    "Time spent in one RTResource reconcile.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		podOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_rtcontroller_pod_operations_total",
+			Help: "Pod creates and deletes issued, by result.",
+		}, []string{"operation", "result"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gantry_rtcontroller_leader",
+			Help: "1 while this replica holds the leader lease.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.podOps, m.leader} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

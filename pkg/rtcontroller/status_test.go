@@ -1,0 +1,83 @@
+package rtcontroller
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+)
+
+func TestStatusCountsOnlyLivePods(t *testing.T) {
+	rt := testRT(3)
+	pods := append(nPods("p", "h", 2), testPod("nr", "old", 9, notReady), testPod("f", "h", 3, failed), testPod("t", "h", 4, terminating))
+	st := computeStatus(rt, pods, "h", "app=svc", 7, t0).status
+	if st.Replicas != 3 || st.ReadyReplicas != 2 || st.UpdatedReplicas != 2 || st.AvailableReplicas != 2 {
+		t.Fatalf("status = %+v, want replicas 3 ready 2 updated 2 available 2", st)
+	}
+	if st.Selector != "app=svc" || st.Criticality != 7 || st.ObservedGeneration != 1 {
+		t.Fatalf("status = %+v, want selector, criticality and generation copied", st)
+	}
+	if !meta.IsStatusConditionFalse(st.Conditions, gantryv1.ConditionReady) ||
+		!meta.IsStatusConditionTrue(st.Conditions, gantryv1.ConditionProgressing) {
+		t.Fatalf("conditions = %+v, want Ready=False Progressing=True", st.Conditions)
+	}
+}
+
+func TestReadyWhenAllReplicasReady(t *testing.T) {
+	st := computeStatus(testRT(2), nPods("p", "h", 2), "h", "", 0, t0).status
+	if !meta.IsStatusConditionTrue(st.Conditions, gantryv1.ConditionReady) ||
+		!meta.IsStatusConditionFalse(st.Conditions, gantryv1.ConditionProgressing) {
+		t.Fatalf("conditions = %+v, want Ready=True Progressing=False", st.Conditions)
+	}
+}
+
+// lastTransitionTime must move only when a condition's status flips, or
+// "time since Ready" and the benchmark's processing mark would be meaningless.
+func TestConditionTransitionTimeMovesOnlyOnRealTransitions(t *testing.T) {
+	rt := testRT(2)
+	rt.Status = computeStatus(rt, nPods("p", "h", 1), "h", "", 0, t0).status
+	readyAt := func(st gantryv1.RTResourceStatus) time.Time {
+		return meta.FindStatusCondition(st.Conditions, gantryv1.ConditionReady).LastTransitionTime.Time
+	}
+	later := t0.Add(time.Minute)
+	again := computeStatus(rt, nPods("p", "h", 1), "h", "", 0, later).status
+	if !readyAt(again).Equal(t0) {
+		t.Fatalf("unchanged Ready=False moved its transition time to %v", readyAt(again))
+	}
+	rt.Status = again
+	flipped := computeStatus(rt, nPods("p", "h", 2), "h", "", 0, later).status
+	if !readyAt(flipped).Equal(later) {
+		t.Fatalf("Ready flip kept transition time %v, want %v", readyAt(flipped), later)
+	}
+}
+
+// The benchmark's "starts processing" stage is the first status write after
+// a new generation with Progressing=True.
+func TestMarkProcessingSetsProgressingForNewGeneration(t *testing.T) {
+	rt := testRT(2)
+	rt.Status = computeStatus(rt, nPods("p", "h", 2), "h", "app=svc", 0, t0).status
+	rt.Generation = 2
+	now := t0.Add(time.Hour)
+	st := markProcessing(rt, 5, "app=svc", now)
+	c := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionProgressing)
+	if st.ObservedGeneration != 2 || c.Status != metav1.ConditionTrue || c.Reason != ReasonNewGeneration || !c.LastTransitionTime.Time.Equal(now) {
+		t.Fatalf("status = %+v, want generation 2 and Progressing=True since %v", st, now)
+	}
+}
+
+func TestMinReadySecondsDelaysAvailability(t *testing.T) {
+	rt := testRT(1)
+	rt.Spec.MinReadySeconds = 10
+	pods := nPods("p", "h", 1) // ready since t0
+	res := computeStatus(rt, pods, "h", "", 0, t0.Add(4*time.Second))
+	if res.status.ReadyReplicas != 1 || res.status.AvailableReplicas != 0 || res.recheckAfter != 6*time.Second {
+		t.Fatalf("got %+v recheck %v, want ready 1 available 0 recheck 6s", res.status, res.recheckAfter)
+	}
+	res = computeStatus(rt, pods, "h", "", 0, t0.Add(10*time.Second))
+	if res.status.AvailableReplicas != 1 || res.recheckAfter != 0 {
+		t.Fatalf("got %+v recheck %v, want available 1 and no recheck", res.status, res.recheckAfter)
+	}
+}

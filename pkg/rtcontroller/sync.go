@@ -1,0 +1,255 @@
+package rtcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+)
+
+// burstReplicas caps the creates or deletes one reconcile issues, as the
+// ReplicaSet controller does, so one huge object cannot monopolise a worker.
+const burstReplicas = 500
+
+// Event reasons.
+const (
+	EventCreated            = "SuccessfulCreate"
+	EventDeleted            = "SuccessfulDelete"
+	EventFailedCreate       = "FailedCreate"
+	EventFailedDelete       = "FailedDelete"
+	EventInvalidSpec        = "InvalidSpec"
+	EventFailedStatusUpdate = "FailedStatusUpdate"
+)
+
+// reconcile is the Handler the engine calls for each key.
+func (c *Controller) reconcile(ctx context.Context, key Key) error {
+	start := c.clock.Now()
+	outcome, err := c.sync(ctx, key)
+	c.metrics.duration.Observe(c.clock.Since(start).Seconds())
+	if err != nil {
+		outcome = outcomeError
+		c.log.Warn("reconcile failed", "key", key.String(), "err", err)
+	}
+	c.metrics.reconciles.WithLabelValues(outcome).Inc()
+	return err
+}
+
+func (c *Controller) sync(ctx context.Context, key Key) (string, error) {
+	cached, ok := c.cachedRT(key)
+	if !ok || cached.DeletionTimestamp != nil {
+		return outcomeGone, nil // pods go with their owner via garbage collection
+	}
+	rt := cached.DeepCopy()
+	crit, err := Criticality(rt)
+	if err != nil {
+		c.recorder.Event(rt, corev1.EventTypeWarning, EventInvalidSpec, err.Error())
+	}
+	ctx = WithPriority(ctx, int(crit))
+	hash, selector, err := c.derive(rt)
+	if err != nil {
+		c.recorder.Event(rt, corev1.EventTypeWarning, EventInvalidSpec, err.Error())
+		return outcomeError, nil // retrying cannot help until the spec changes
+	}
+	if rt.Status.ObservedGeneration != rt.Generation {
+		if rt, err = c.writeStatus(ctx, rt, markProcessing(rt, crit, selector, c.clock.Now())); err != nil {
+			return outcomeError, err
+		}
+	}
+	return c.manageAndReport(ctx, key, rt, crit, hash, selector)
+}
+
+func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.RTResource, crit int32, hash, selector string) (string, error) {
+	pods, err := c.ownedPods(rt)
+	if err != nil {
+		return outcomeError, err
+	}
+	outcome := outcomeWaiting
+	var manageErr error
+	if c.expect.satisfied(ownerOf(rt)) {
+		outcome = outcomeSuccess
+		manageErr = c.apply(ctx, rt, computePlan(rt, pods, hash, c.clock.Now()), hash)
+	}
+	res := computeStatus(rt, pods, hash, selector, crit, c.clock.Now())
+	if _, err := c.writeStatus(ctx, rt, res.status); err != nil {
+		return outcomeError, errors.Join(manageErr, err)
+	}
+	if manageErr != nil {
+		return outcomeError, manageErr
+	}
+	if res.recheckAfter > 0 {
+		c.queue.AddAfter(key, res.recheckAfter)
+		outcome = outcomeRequeue
+	}
+	return outcome, nil
+}
+
+// derive computes what a reconcile needs from the spec alone.
+func (c *Controller) derive(rt *gantryv1.RTResource) (hash, selector string, err error) {
+	sel, err := metav1.LabelSelectorAsSelector(&rt.Spec.Selector)
+	if err != nil {
+		return "", "", fmt.Errorf("spec.selector: %w", err)
+	}
+	hash, err = TemplateHash(&rt.Spec.Template)
+	return hash, sel.String(), err
+}
+
+// ownedPods reads the owner's pods from the cache index: no LIST.
+func (c *Controller) ownedPods(rt *gantryv1.RTResource) ([]*corev1.Pod, error) {
+	objs, err := c.podInformer.GetIndexer().ByIndex(controllerUIDIndex, string(rt.UID))
+	if err != nil {
+		return nil, fmt.Errorf("pod cache: %w", err)
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok && p.Namespace == rt.Namespace {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// writeStatus updates the status subresource if it changed and returns the
+// object as stored.
+func (c *Controller) writeStatus(ctx context.Context, rt *gantryv1.RTResource, st gantryv1.RTResourceStatus) (*gantryv1.RTResource, error) {
+	if equality.Semantic.DeepEqual(rt.Status, st) {
+		return rt, nil
+	}
+	next := rt.DeepCopy()
+	next.Status = st
+	out, err := c.rts.Namespace(rt.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	if err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			c.recorder.Event(rt, corev1.EventTypeWarning, EventFailedStatusUpdate, err.Error())
+		}
+		return rt, fmt.Errorf("update status of %s/%s: %w", rt.Namespace, rt.Name, err)
+	}
+	return out, nil
+}
+
+// apply issues a plan's deletes and creates after recording them as
+// expectations, so the next reconcile waits for the cache to see them.
+func (c *Controller) apply(ctx context.Context, rt *gantryv1.RTResource, p plan, hash string) error {
+	dels := p.delete[:min(len(p.delete), burstReplicas)]
+	adds := min(p.create, burstReplicas)
+	if adds == 0 && len(dels) == 0 {
+		return nil
+	}
+	uids := make([]types.UID, len(dels))
+	for i, d := range dels {
+		uids[i] = d.UID
+	}
+	c.expect.expect(ownerOf(rt), adds, uids)
+	return errors.Join(c.deletePods(ctx, rt, dels), c.createPods(ctx, rt, adds, hash))
+}
+
+// createPods creates n pods in slow-start batches (1, 2, 4, ...): a template
+// the apiserver rejects costs one failed request, not n.
+func (c *Controller) createPods(ctx context.Context, rt *gantryv1.RTResource, n int, hash string) error {
+	owner := ownerOf(rt)
+	done := 0
+	for batch := 1; done < n; batch *= 2 {
+		size := min(batch, n-done)
+		errs := parallel(size, func(int) error { return c.createPod(ctx, rt, hash) })
+		done += size
+		if err := errors.Join(errs...); err != nil {
+			for range n - done {
+				c.expect.creationObserved(owner) // skipped: will never be seen
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Controller) createPod(ctx context.Context, rt *gantryv1.RTResource, hash string) error {
+	pod := newPod(rt, hash)
+	created, err := c.kube.CoreV1().Pods(rt.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		c.expect.creationObserved(ownerOf(rt))
+		c.metrics.podOps.WithLabelValues("create", "error").Inc()
+		c.recorder.Eventf(rt, corev1.EventTypeWarning, EventFailedCreate, "Error creating pod: %v", err)
+		return fmt.Errorf("create pod for %s/%s: %w", rt.Namespace, rt.Name, err)
+	}
+	c.metrics.podOps.WithLabelValues("create", "ok").Inc()
+	c.recorder.Eventf(rt, corev1.EventTypeNormal, EventCreated, "Created pod: %s", created.Name)
+	return nil
+}
+
+func (c *Controller) deletePods(ctx context.Context, rt *gantryv1.RTResource, pods []*corev1.Pod) error {
+	errs := parallel(len(pods), func(i int) error { return c.deletePod(ctx, rt, pods[i]) })
+	return errors.Join(errs...)
+}
+
+// deletePod deletes by name with a UID precondition, so a pod is never
+// confused with a later one of the same name.
+func (c *Controller) deletePod(ctx context.Context, rt *gantryv1.RTResource, pod *corev1.Pod) error {
+	uid := pod.UID
+	err := c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name,
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case err == nil:
+		c.metrics.podOps.WithLabelValues("delete", "ok").Inc()
+		c.recorder.Eventf(rt, corev1.EventTypeNormal, EventDeleted, "Deleted pod: %s", pod.Name)
+		return nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		c.expect.deletionObserved(ownerOf(rt), uid) // already gone
+		return nil
+	default:
+		c.expect.deletionObserved(ownerOf(rt), uid)
+		c.metrics.podOps.WithLabelValues("delete", "error").Inc()
+		c.recorder.Eventf(rt, corev1.EventTypeWarning, EventFailedDelete, "Error deleting pod %s: %v", pod.Name, err)
+		return fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+}
+
+// parallel runs f(0..n-1) concurrently and returns the errors.
+func parallel(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// newPod stamps out one pod of rt's template, controlled by rt.
+func newPod(rt *gantryv1.RTResource, hash string) *corev1.Pod {
+	t := rt.Spec.Template.DeepCopy()
+	labels := maps.Clone(t.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[gantryv1.TemplateHashLabel] = hash
+	labels[gantryv1.OwnerLabel] = ownerLabelValue(rt.Name)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    rt.Name + "-",
+			Namespace:       rt.Namespace,
+			Labels:          labels,
+			Annotations:     t.Annotations,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(rt, gantryv1.SchemeGroupVersion.WithKind("RTResource"))},
+		},
+		Spec: t.Spec,
+	}
+}
+
+// ownerLabelValue fits a name into a label value (63 characters, alphanumeric
+// at both ends). The label only filters the pod watch; ownership is decided by
+// the controller reference.
+func ownerLabelValue(name string) string {
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-.")
+	}
+	return name
+}
