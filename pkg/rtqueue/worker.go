@@ -1,0 +1,198 @@
+package rtqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// errHandlerPanic marks a handler panic turned into an error: the item is
+// retried like any failure instead of taking the controller down.
+var errHandlerPanic = errors.New("rtqueue: handler panicked")
+
+// work is one worker's life. The goroutine locks its OS thread and never
+// unlocks it: the thread's scheduling attributes are changed, and a Go
+// thread that exits while locked is destroyed rather than returned to the
+// runtime's pool, so no other goroutine ever inherits SCHED_FIFO.
+func (p *Pool[T]) work(ctx context.Context, reserve bool) {
+	defer p.exited()
+	runtime.LockOSThread()
+	tid := p.cfg.Scheduler.Tid()
+	cur := p.enter(tid, reserve)
+	floor := MinPriority
+	if reserve {
+		floor = p.cfg.ReserveFloor
+	}
+	for {
+		item, priority, shutdown := p.q.getAtLeast(floor)
+		if shutdown {
+			p.leave(reserve)
+			return
+		}
+		p.becomeBusy(ctx, reserve)
+		cur = p.apply(tid, cur, p.busyParams(priority, reserve))
+		p.process(ctx, item)
+		cur = p.apply(tid, cur, p.idleParams(reserve))
+		if p.becomeIdle(reserve) {
+			return
+		}
+	}
+}
+
+func (p *Pool[T]) exited() {
+	if p.live.Add(-1) == 0 {
+		close(p.allGone)
+	}
+	p.wg.Done()
+}
+
+// enter sets the thread's starting parameters. Without real time each
+// worker gets one fixed nice value for life, because an unprivileged
+// thread may raise its nice value but never lower it again.
+func (p *Pool[T]) enter(tid int, reserve bool) SchedParams {
+	var none SchedParams
+	none.Nice = -1 // differs from any value set, so the first apply runs
+	return p.apply(tid, none, p.idleParams(reserve))
+}
+
+func (p *Pool[T]) idleParams(reserve bool) SchedParams {
+	if p.realTime() {
+		return p.cfg.Mapping.Idle()
+	}
+	return p.fallbackParams(reserve)
+}
+
+func (p *Pool[T]) busyParams(priority int, reserve bool) SchedParams {
+	if p.realTime() {
+		return p.cfg.Mapping.Busy(priority)
+	}
+	return p.fallbackParams(reserve)
+}
+
+func (p *Pool[T]) realTime() bool { return p.cfg.RealTime && !p.fallback.Load() }
+
+// fallbackParams: reserve workers keep nice 0 and general workers take the
+// mapping's nice for background work, so critical items (which reserve
+// workers prefer) still outrank the bulk under the fair scheduler.
+func (p *Pool[T]) fallbackParams(reserve bool) SchedParams {
+	if reserve {
+		return SchedParams{Policy: PolicyOther}
+	}
+	bg := p.cfg.Mapping.Busy(MinPriority)
+	if bg.Policy != PolicyOther {
+		return SchedParams{Policy: PolicyOther}
+	}
+	return bg
+}
+
+// apply changes the thread's parameters if they differ. A refused
+// SCHED_FIFO switches the whole pool to the fallback once; any other
+// failure leaves the thread as it is, which costs latency but never work.
+func (p *Pool[T]) apply(tid int, cur, want SchedParams) SchedParams {
+	if want == cur {
+		return cur
+	}
+	err := p.cfg.Scheduler.Set(tid, want)
+	if err == nil {
+		return want
+	}
+	if want.Policy == PolicyFIFO {
+		p.fallBack(err)
+		// nice 0 is safe for either class; the caller's next transition
+		// applies the class's own fallback value.
+		return p.apply(tid, cur, SchedParams{Policy: PolicyOther})
+	}
+	p.log.Debug("rtqueue: could not set thread scheduling", "params", want.String(), "err", err)
+	return cur
+}
+
+func (p *Pool[T]) fallBack(err error) {
+	p.fallbackOnce.Do(func() {
+		p.fallback.Store(true)
+		p.metrics.setPolicy(PolicyOther)
+		p.log.Warn("rtqueue: SCHED_FIFO unavailable, workers fall back to SCHED_OTHER with nice values",
+			"queue", p.q.name, "err", err)
+	})
+}
+
+// process runs the handler and settles the item with the queue the way
+// client-go controllers do.
+func (p *Pool[T]) process(ctx context.Context, item T) {
+	defer p.q.Done(item)
+	if err := p.safeHandle(ctx, item); err != nil {
+		p.retry(item, err)
+		return
+	}
+	p.q.Forget(item)
+}
+
+func (p *Pool[T]) safeHandle(ctx context.Context, item T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errHandlerPanic, r)
+		}
+	}()
+	return p.handle(ctx, item)
+}
+
+func (p *Pool[T]) retry(item T, err error) {
+	if p.q.ShuttingDown() {
+		p.log.Warn("rtqueue: handler failed during shutdown; item not retried", "queue", p.q.name,
+			"item", fmt.Sprint(item), "err", err)
+		return
+	}
+	p.log.Debug("rtqueue: handler failed; retrying with backoff", "queue", p.q.name,
+		"item", fmt.Sprint(item), "err", err)
+	p.q.AddRateLimited(item)
+}
+
+// becomeBusy moves this worker to busy and grows the pool if too few
+// general workers are left idle.
+func (p *Pool[T]) becomeBusy(ctx context.Context, reserve bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if reserve {
+		p.resIdl--
+		p.resBsy++
+	} else {
+		p.counts.idle--
+		p.counts.busy++
+	}
+	for shouldGrow(p.counts, p.cfg) && !p.q.ShuttingDown() {
+		p.lockedSpawn(ctx, false)
+	}
+	p.lockedPublish()
+}
+
+// becomeIdle moves this worker back to idle, or retires it (returning
+// true) if the watchdog finds too many general workers idle.
+func (p *Pool[T]) becomeIdle(reserve bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.lockedPublish()
+	if reserve {
+		p.resBsy--
+		p.resIdl++
+		return false
+	}
+	p.counts.busy--
+	p.counts.idle++
+	if shouldRetire(p.counts, p.cfg) {
+		p.counts.idle--
+		return true
+	}
+	return false
+}
+
+func (p *Pool[T]) leave(reserve bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if reserve {
+		p.resIdl--
+		p.counts.reserve--
+	} else {
+		p.counts.idle--
+	}
+	p.lockedPublish()
+}
