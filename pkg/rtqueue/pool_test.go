@@ -222,10 +222,10 @@ func TestWatchdogRule(t *testing.T) {
 		grow, retire bool
 	}{
 		{census{idle: 2, busy: 8}, true, false},
-		{census{idle: 2, busy: 18}, false, false},  // at Max
-		{census{idle: 3, busy: 7}, false, false},   // at threshold
-		{census{idle: 4, busy: 10}, false, true},   // too many idle, above Min
-		{census{idle: 4, busy: 6}, false, false},   // at Min
+		{census{idle: 2, busy: 18}, false, false}, // at Max
+		{census{idle: 3, busy: 7}, false, false},  // at threshold
+		{census{idle: 4, busy: 10}, false, true},  // too many idle, above Min
+		{census{idle: 4, busy: 6}, false, false},  // at Min
 		{census{idle: 5, busy: 3, reserve: 2}, false, false},
 	} {
 		if got := shouldGrow(tc.c, cfg); got != tc.grow {
