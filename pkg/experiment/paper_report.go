@@ -222,6 +222,9 @@ func PaperDocument(records []report.Record, meta PaperMeta) report.Document {
 		Sections: sections,
 		Records:  records,
 		Figures:  paperFigures(ix, policies),
+		// 60 conditions x 3 bar charts would bury the summary figures;
+		// the tables give every condition's containers and SLO.
+		OnlyCDFPerCondition: true,
 	}
 }
 

@@ -18,6 +18,10 @@ type Document struct {
 	Intro    string
 	Sections []Section
 	Records  []Record
+	// OnlyCDFPerCondition leaves out the per-condition containers and SLO
+	// bar charts, for reports with many conditions whose Figures summarise
+	// them; the per-condition latency CDFs are still drawn.
+	OnlyCDFPerCondition bool
 	// Figures are summary charts drawn by WriteDir.
 	Figures []Figure
 	// Plots maps a group key to the plot files (relative paths) drawn for it.

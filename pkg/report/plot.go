@@ -19,17 +19,23 @@ const (
 	cdfSpan = 3.0
 )
 
+type groupPlot struct {
+	suffix string
+	draw   func(Group) (*plot.Plot, error)
+}
+
+var (
+	cdfOnly  = []groupPlot{{"latency-cdf", cdfPlot}}
+	allPlots = []groupPlot{{"containers", containersPlot}, {"slo", sloPlot}, {"latency-cdf", cdfPlot}}
+)
+
 // WritePlots draws the containers, SLO and latency-CDF plots of one group
 // into dir and returns their file names.
 func WritePlots(dir string, g Group) ([]string, error) {
-	draws := []struct {
-		suffix string
-		draw   func(Group) (*plot.Plot, error)
-	}{
-		{"containers", containersPlot},
-		{"slo", sloPlot},
-		{"latency-cdf", cdfPlot},
-	}
+	return writePlots(dir, g, allPlots)
+}
+
+func writePlots(dir string, g Group, draws []groupPlot) ([]string, error) {
 	var files []string
 	for _, d := range draws {
 		p, err := d.draw(g)

@@ -230,3 +230,22 @@ func TestWriteDirDrawsSummaryFigures(t *testing.T) {
 		t.Error("a series with the wrong number of values was drawn")
 	}
 }
+
+func TestOnlyCDFPerConditionDrawsOnlyTheCDFs(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteDir(dir, Document{Title: "t", Records: sampleRecords(), OnlyCDFPerCondition: true}); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, PlotsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), "-latency-cdf.png") {
+			t.Errorf("drew %s", e.Name())
+		}
+	}
+	if len(entries) != 2 {
+		t.Errorf("%d plots, want one CDF per condition (2)", len(entries))
+	}
+}

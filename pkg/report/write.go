@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 )
 
 // Files written by WriteDir, relative to its directory.
@@ -34,7 +36,11 @@ func WriteDir(dir string, doc Document) error {
 	}); err != nil {
 		return err
 	}
-	plots, err := writeAllPlots(filepath.Join(dir, PlotsDir), doc.Records)
+	draws := allPlots
+	if doc.OnlyCDFPerCondition {
+		draws = cdfOnly
+	}
+	plots, err := writeAllPlots(filepath.Join(dir, PlotsDir), doc.Records, draws)
 	if err != nil {
 		return err
 	}
@@ -51,14 +57,28 @@ func WriteDir(dir string, doc Document) error {
 	})
 }
 
-func writeAllPlots(dir string, records []Record) (map[string][]string, error) {
+// writeAllPlots draws every group's plots, several groups at a time: a paper
+// matrix has some 180 of them and drawing is CPU-bound.
+func writeAllPlots(dir string, records []Record, draws []groupPlot) (map[string][]string, error) {
+	groups := GroupRecords(records)
+	files := make([][]string, len(groups))
+	errs := make([]error, len(groups))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			files[i], errs[i] = writePlots(dir, g, draws)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	out := map[string][]string{}
-	for _, g := range GroupRecords(records) {
-		files, err := WritePlots(dir, g)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range files {
+	for i, g := range groups {
+		for _, f := range files[i] {
 			out[g.Key()] = append(out[g.Key()], filepath.ToSlash(filepath.Join(PlotsDir, f)))
 		}
 	}
