@@ -35,8 +35,7 @@ var catalog = map[string]func() App{
 
 // linearExec is a + b*size milliseconds.
 func linearExec(a, b float64) (func(float64) time.Duration, string) {
-	return func(s float64) time.Duration { return ms(a + b*s) },
-		fmt.Sprintf("%g + %g·s ms", a, b)
+	return func(s float64) time.Duration { return ms(a + b*s) }, linearText(a, b) + " ms"
 }
 
 // powerExec is a * size^b milliseconds.
@@ -46,11 +45,22 @@ func powerExec(a, b float64) (func(float64) time.Duration, string) {
 }
 
 func linearOut(a, b float64) (func(float64) float64, string) {
-	return func(s float64) float64 { return a + b*s }, fmt.Sprintf("%g + %g·s", a, b)
+	return func(s float64) float64 { return a + b*s }, linearText(a, b)
 }
 
 func powerOut(a, b float64) (func(float64) float64, string) {
 	return func(s float64) float64 { return a * math.Pow(s, b) }, fmt.Sprintf("%g·s^%g", a, b)
+}
+
+// linearText writes a + b·s without zero terms.
+func linearText(a, b float64) string {
+	switch {
+	case b == 0:
+		return fmt.Sprintf("%g", a)
+	case a == 0:
+		return fmt.Sprintf("%g·s", b)
+	}
+	return fmt.Sprintf("%g + %g·s", a, b)
 }
 
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
