@@ -24,6 +24,11 @@ const (
 	sloMaxExecRatio = 1.2
 	poolSize        = 2048 // recent first-function sizes kept by gantry
 	sizeBins        = 128  // resolution of the input-size-distribution prediction
+	// Profiling takes every sample until a function has denseSamples, then
+	// one in sparseEvery: the fit has converged by then, and the profiler
+	// would otherwise be the costliest step per simulated request.
+	denseSamples = 4096
+	sparseEvery  = 8
 )
 
 // fnState is what a policy has learnt about one function.
@@ -37,6 +42,7 @@ type fnState struct {
 	// execScale turns the mean into the quantile the policy packs on.
 	execScale float64
 	target    int
+	completed int64
 }
 
 // core implements every named policy; parts says which mechanisms it uses.
@@ -60,10 +66,19 @@ type core struct {
 	pool     []float64 // ring of recent first-function sizes (gantry), or truth samples (oracle)
 	poolNext int
 
-	winCount, lastCount float64
-	started             bool
-	nextWindow          time.Time
-	targetOK            bool
+	winCount float64
+	// Arrivals in the last few ticks, for the panic rule.
+	tickCount float64
+	recent    [panicTicks]struct {
+		n  float64
+		at time.Time
+	}
+	recentNext int
+	rate       float64 // the rate the latest proactive sizing used
+
+	started    bool
+	nextWindow time.Time
+	targetOK   bool
 
 	packer batch.Packer
 	items  []batch.Item
@@ -213,6 +228,7 @@ func (c *core) Arrive(_ time.Time, fn int, size float64, n Counts) int {
 
 func (c *core) countArrival(size float64) {
 	c.winCount++
+	c.tickCount++
 	c.binCount[c.bin(size)]++
 	if c.p.empiricalMix && !c.p.truth {
 		if len(c.pool) < poolSize {
@@ -241,8 +257,21 @@ func (c *core) Complete(fn int, size float64, exec time.Duration, output float64
 		return fmt.Errorf("%w: function %d of %d", ErrBadSpec, fn, len(c.fns))
 	}
 	f := &c.fns[fn]
+	f.completed++
+	if f.exec.Count() >= denseSamples && f.completed%sparseEvery != 0 {
+		return checkSample(size, exec, output)
+	}
 	if err := f.exec.Add(size, float64(exec)); err != nil {
 		return err
 	}
 	return f.out.Add(size, output)
+}
+
+// checkSample validates a sample the profiler skips, so bad input is
+// reported whether or not it would have been used.
+func checkSample(size float64, exec time.Duration, output float64) error {
+	if !(size > 0) || exec <= 0 || !(output > 0) || math.IsInf(size, 0) || math.IsInf(output, 0) {
+		return fmt.Errorf("%w: size %v, exec %v, output %v", profile.ErrBadSample, size, exec, output)
+	}
+	return nil
 }

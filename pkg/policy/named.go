@@ -41,9 +41,6 @@ type parts struct {
 	// headroomZ adds z·sqrt(N) to a predicted count of N requests: the
 	// count of a Poisson window is itself random.
 	headroomZ float64
-	// followBurst sizes for max(prediction, last window's count) so a
-	// rising load is met one window earlier.
-	followBurst bool
 	// empiricalMix builds the predicted queue from the most recent input
 	// sizes instead of class shares and class-average sizes.
 	empiricalMix bool
@@ -51,6 +48,11 @@ type parts struct {
 	// coming window at Poisson arrival times, each with its own release
 	// and deadline, instead of a standing queue of one SLO's worth.
 	stream bool
+	// panic scales every function up in proportion when the arrival rate
+	// over the last few ticks runs above the rate the window was sized
+	// for, instead of waiting for the next window (Knative's panic mode,
+	// applied to IS-batched targets).
+	panic bool
 	// chainExtra adds this fraction of containers per downstream function
 	// (Kraken's weighting of functions many paths pass through).
 	chainExtra float64
@@ -64,9 +66,12 @@ var catalog = map[string]parts{
 	"fifer":   {order: FIFO, load: loadLinReg, sizing: sizeStatic, react: reactBottleneck},
 	"isbatch": {order: FIFO, load: loadEWMA, sizing: sizeIS, react: reactOverload},
 	"cypress": {order: HeaviestFirst, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true},
-	"oracle":  {order: HeaviestFirst, load: loadOracle, sizing: sizeIS, react: reactOverload, lookAhead: true, truth: true},
+	// The oracle is gantry with perfect knowledge: what is left between
+	// the two is the cost of learning and predicting.
+	"oracle": {order: LeastSlack, load: loadOracle, sizing: sizeIS, react: reactOverload, lookAhead: true,
+		stream: true, truth: true},
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
-		execQuantile: 0.9, followBurst: true, empiricalMix: true, stream: true},
+		execQuantile: 0.75, empiricalMix: true, stream: true, panic: true},
 }
 
 // New builds the named policy for an app.

@@ -30,9 +30,33 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	if window {
 		c.resize(now)
 	}
+	surge := c.surge(now)
 	for f := range c.fns {
-		out[f] = c.decide(f, views, window)
+		out[f] = c.decide(f, views, window, surge)
 	}
+}
+
+// panicTicks is how many ticks the panic rule's short rate spans.
+const panicTicks = 4
+
+// surge is how far the arrival rate over the last panicTicks ticks exceeds
+// the rate the current targets were sized for (1 when it does not).
+func (c *core) surge(now time.Time) float64 {
+	c.recent[c.recentNext].n, c.recent[c.recentNext].at = c.tickCount, now
+	c.recentNext = (c.recentNext + 1) % panicTicks
+	c.tickCount = 0
+	oldest := c.recent[c.recentNext%panicTicks] // the slot written panicTicks-1 ticks ago
+	span := now.Sub(oldest.at).Seconds()
+	if !c.p.panic || !c.targetOK || c.rate <= 0 || oldest.at.IsZero() || span <= 0 {
+		return 1
+	}
+	var n float64
+	for _, r := range c.recent {
+		if r.at.After(oldest.at) {
+			n += r.n
+		}
+	}
+	return max(1, n/span/c.rate)
 }
 
 func (c *core) refreshModels() {
@@ -51,7 +75,6 @@ func (c *core) closeWindow() {
 	if c.load != nil {
 		c.load.Observe(c.winCount)
 	}
-	c.lastCount = c.winCount
 	c.winCount = 0
 	_ = c.fractions.Observe(c.binCount) // lengths match by construction
 	clear(c.binCount)
@@ -69,6 +92,7 @@ func (c *core) resize(now time.Time) {
 	if !ok {
 		return
 	}
+	c.rate = rate
 	for f := range c.fns {
 		n, ok := c.sizeFunction(f, rate)
 		if !ok {
@@ -89,9 +113,6 @@ func (c *core) predictRate(now time.Time) (float64, bool) {
 	n, ok := c.load.Predict(now)
 	if !ok {
 		return 0, false
-	}
-	if c.p.followBurst {
-		n = math.Max(n, c.lastCount)
 	}
 	return n / win, true
 }

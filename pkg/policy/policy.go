@@ -29,7 +29,10 @@ const (
 	// time first, ties broken by arrival (Cypress's IS Reordering).
 	HeaviestFirst
 	// LeastSlack runs the request whose deadline minus predicted execution
-	// time is earliest first (Gantry's refinement of HeaviestFirst).
+	// time is earliest first (Gantry's refinement of HeaviestFirst), except
+	// that a request which can no longer meet its deadline waits behind
+	// every request that still can: under overload, earliest-deadline-first
+	// otherwise serves only late requests and every request misses.
 	LeastSlack
 )
 

@@ -9,7 +9,7 @@ import (
 
 // decide combines the proactive target with the reactive rule for one
 // function.
-func (c *core) decide(f int, views []View, window bool) Decision {
+func (c *core) decide(f int, views []View, window bool, surge float64) Decision {
 	v := &views[f]
 	var d Decision
 	switch c.p.react {
@@ -27,7 +27,7 @@ func (c *core) decide(f int, views []View, window bool) Decision {
 	if !c.targetOK {
 		return d
 	}
-	target := c.fns[f].target
+	target := int(math.Ceil(float64(c.fns[f].target) * surge))
 	d.Add = max(d.Add, target-v.Live)
 	if window && d.Add == 0 && v.Queued == 0 && v.Live > target {
 		// Idling detection: shed a share of the excess each window so a

@@ -57,6 +57,11 @@ type Config struct {
 	// Tick is how often the policy's reactive part runs (default 500 ms).
 	ColdStart, IdleTimeout, Window, Tick time.Duration
 
+	// ColdBoot starts the cluster empty. By default every function starts
+	// with warm containers for the trace's initial load (see prewarm), so
+	// results are not dominated by everyone's cold start at time zero.
+	ColdBoot bool
+
 	// Progress, when set, is called after every window of simulated time.
 	Progress func(simulated, total time.Duration)
 	// OnComplete, when set, is called once per finished request with its

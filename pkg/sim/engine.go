@@ -38,9 +38,12 @@ type fnRuntime struct {
 	slo      int64
 	deadline int64 // cumulative SLO up to and including this function
 	queue    runQueue
-	idle     deque
-	lat      latency
-	m        fnMetrics
+	// late holds, in arrival order, requests the LeastSlack order found
+	// unable to meet their deadline; they run when queue is empty.
+	late runQueue
+	idle deque
+	lat  latency
+	m    fnMetrics
 }
 
 type engine struct {
@@ -68,9 +71,10 @@ type engine struct {
 	spawnFails int64
 	app        latency
 
-	views []policy.View
-	decs  []policy.Decision
-	err   error
+	views   []policy.View
+	scratch []waiting
+	decs    []policy.Decision
+	err     error
 }
 
 func newEngine(cfg Config, pol policy.Policy) *engine {
@@ -113,6 +117,9 @@ func functionSLOs(app workload.App) []time.Duration {
 func (e *engine) policyTime(t int64) time.Time { return epoch.Add(time.Duration(t)) }
 
 func (e *engine) run() error {
+	if !e.cfg.ColdBoot {
+		e.prewarm()
+	}
 	e.events.push(0, evTick, 0)
 	if t, ok := e.nextArrival(0); ok {
 		e.events.push(t, evArrival, 0)
@@ -197,7 +204,7 @@ func (e *engine) enqueue(fn int32, r int32) {
 	if e.needPred {
 		req.pred = int64(e.pol.Estimate(int(fn), req.size))
 	}
-	if rt.queue.len() == 0 && rt.idle.len() > 0 {
+	if rt.queued() == 0 && rt.idle.len() > 0 {
 		e.start(rt.idle.popBack(), r)
 	} else {
 		rt.queue.push(e.key(rt, req), r)
@@ -206,6 +213,28 @@ func (e *engine) enqueue(fn int32, r int32) {
 	if add := e.pol.Arrive(e.policyTime(e.now), int(fn), req.size, c); add > 0 {
 		e.spawn(fn, add)
 	}
+}
+
+func (rt *fnRuntime) queued() int { return rt.queue.len() + rt.late.len() }
+
+// next picks the request a free container runs. Under LeastSlack a request
+// that can no longer meet its deadline is set aside behind every request
+// that still can: serving the already-late first under overload would make
+// every request behind them late too.
+func (e *engine) next(rt *fnRuntime) (int32, bool) {
+	for rt.queue.len() > 0 {
+		r := rt.queue.pop()
+		req := &e.reqs[r]
+		if e.order == policy.LeastSlack && e.now+req.pred > req.arrival+rt.deadline {
+			rt.late.push(req.enq, r)
+			continue
+		}
+		return r, true
+	}
+	if rt.late.len() > 0 {
+		return rt.late.pop(), true
+	}
+	return 0, false
 }
 
 func (e *engine) key(rt *fnRuntime, req *request) int64 {
@@ -220,7 +249,7 @@ func (e *engine) key(rt *fnRuntime, req *request) int64 {
 
 func (e *engine) counts(fn int32) policy.Counts {
 	rt := &e.fns[fn]
-	return policy.Counts{Live: rt.m.live, Starting: rt.m.starting, Idle: rt.idle.len(), Queued: rt.queue.len()}
+	return policy.Counts{Live: rt.m.live, Starting: rt.m.starting, Idle: rt.idle.len(), Queued: rt.queued()}
 }
 
 // start runs request r on container id.
@@ -268,8 +297,8 @@ func (e *engine) onDone(id int32) {
 func (e *engine) free(id int32) {
 	c := &e.ctrs[id]
 	rt := &e.fns[c.fn]
-	if rt.queue.len() > 0 {
-		e.start(id, rt.queue.pop())
+	if r, ok := e.next(rt); ok {
+		e.start(id, r)
 		return
 	}
 	c.state, c.idleAt = csIdle, e.now
@@ -302,8 +331,8 @@ func (e *engine) advanceRequest(r int32, fn int32) {
 
 func (e *engine) onReady(id int32) {
 	c := &e.ctrs[id]
-	if c.state != csStarting {
-		return // retired while starting
+	if c.state != csStarting || c.readyAt != e.now {
+		return // prewarmed, or the slot was reused
 	}
 	rt := &e.fns[c.fn]
 	rt.m.starting--

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -26,6 +28,46 @@ func (e *engine) spawn(fn int32, n int) {
 		rt.m.spawned++
 		rt.m.peak = max(rt.m.peak, rt.m.live)
 		e.events.push(e.now+int64(e.cfg.ColdStart), evReady, id)
+	}
+}
+
+// prewarmHeadroom covers the random excess of a Poisson load over its mean
+// during the first windows, before any policy has history.
+const prewarmHeadroom = 1.25
+
+// prewarm starts every function with warm containers for the trace's first
+// window: rate x mean execution time (from the ground truth, sampled with
+// its own RNG so it does not shift the run's random streams) x headroom.
+// It is the state a cluster would be in after serving that load; policies
+// then grow or shrink it. Prewarmed containers count as spawned.
+func (e *engine) prewarm() {
+	per := e.cfg.Trace.PerSecond
+	n := min(len(per), int(e.cfg.Window/time.Second))
+	rate := 0.0
+	for _, v := range per[:max(1, n)] {
+		rate += v / float64(max(1, n))
+	}
+	rng := rand.New(rand.NewPCG(e.cfg.Seed, 5))
+	const samples = 2000
+	busy := make([]float64, len(e.fns))
+	for range samples {
+		size := e.cfg.Dist.Sample(rng, e.cfg.App.MinSize, e.cfg.App.MaxSize)
+		for i := range e.fns {
+			busy[i] += float64(e.fns[i].f.ExecMean(size)) / samples
+			size = e.fns[i].f.OutputMean(size)
+		}
+	}
+	for i := range e.fns {
+		want := int(math.Ceil(rate * busy[i] / float64(time.Second) * prewarmHeadroom))
+		e.spawn(int32(i), want)
+	}
+	for i := range e.ctrs {
+		c := &e.ctrs[i]
+		if c.state == csStarting {
+			c.readyAt, c.fresh = 0, false
+			e.fns[c.fn].m.starting--
+			e.free(int32(i))
+		}
 	}
 }
 
@@ -97,7 +139,7 @@ func (e *engine) reclaimIdle(fn int32) {
 // stranded, so every request completes.
 func (e *engine) ensureProgress(fn int32) {
 	rt := &e.fns[fn]
-	if rt.queue.len() > 0 && rt.m.live == 0 {
+	if rt.queued() > 0 && rt.m.live == 0 {
 		e.spawn(fn, 1)
 	}
 }
@@ -117,13 +159,16 @@ func (e *engine) fillViews() {
 }
 
 func (e *engine) maxWait(rt *fnRuntime) time.Duration {
-	if rt.queue.len() == 0 {
+	if rt.queued() == 0 {
 		return 0
 	}
-	if e.order == policy.FIFO {
-		return time.Duration(e.now - e.reqs[rt.queue.w[0].req].enq)
-	}
 	oldest := e.now
+	if rt.late.len() > 0 {
+		oldest = e.reqs[rt.late.w[0].req].enq // late is FIFO: its head is its oldest
+	}
+	if e.order == policy.FIFO && rt.queue.len() > 0 {
+		return time.Duration(e.now - min(oldest, e.reqs[rt.queue.w[0].req].enq))
+	}
 	for _, w := range rt.queue.w {
 		oldest = min(oldest, e.reqs[w.req].enq)
 	}
@@ -132,14 +177,18 @@ func (e *engine) maxWait(rt *fnRuntime) time.Duration {
 
 func (e *engine) detailView(fn int32, v *policy.View) {
 	rt := &e.fns[fn]
-	ws := slices.Clone(rt.queue.w) // run order is the heap's sorted order
-	slices.SortFunc(ws, func(a, b waiting) int {
+	// Run order: the heap's sorted order, then the late requests.
+	e.scratch = append(e.scratch[:0], rt.queue.w...)
+	slices.SortFunc(e.scratch, func(a, b waiting) int {
 		if a.key != b.key {
 			return cmpInt(a.key, b.key)
 		}
 		return cmpInt(int64(a.seq), int64(b.seq))
 	})
-	for _, w := range ws {
+	late := append([]waiting(nil), rt.late.w...)
+	slices.SortFunc(late, func(a, b waiting) int { return cmpInt(int64(a.seq), int64(b.seq)) })
+	e.scratch = append(e.scratch, late...)
+	for _, w := range e.scratch {
 		r := &e.reqs[w.req]
 		v.Queue = append(v.Queue, policy.Item{Size: r.size, Exec: time.Duration(r.pred), Waited: time.Duration(e.now - r.enq)})
 	}

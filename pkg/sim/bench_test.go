@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/trace"
+)
+
+// BenchmarkSimulatorThroughput reports simulated requests per wall second
+// for a single-function app (image compression, Poisson 250 rps, 1 h).
+// The target is at least 1M.
+func BenchmarkSimulatorThroughput(b *testing.B) {
+	tr, err := trace.Generate("poisson", 250, time.Hour, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pol := range policy.Names() {
+		b.Run(pol, func(b *testing.B) {
+			var reqs int64
+			for b.Loop() {
+				res, err := Run(Config{App: paperApp(b, "image-compression"), Dist: dist(b, "medial"), Trace: tr, Policy: pol, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				reqs += res.Requests
+			}
+			b.ReportMetric(float64(reqs)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// BenchmarkMemoryFlatInTraceLength runs the same load for 1 h and 4 h and
+// reports the peak heap in use: it must not grow with the request count.
+func BenchmarkMemoryFlatInTraceLength(b *testing.B) {
+	for _, d := range []time.Duration{time.Hour, 4 * time.Hour} {
+		b.Run(d.String(), func(b *testing.B) {
+			tr, err := trace.Generate("poisson", 250, d, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var peak uint64
+			for b.Loop() {
+				runtime.GC()
+				stop := sampleHeap(&peak)
+				if _, err := Run(Config{App: paperApp(b, "image-compression"), Dist: dist(b, "medial"), Trace: tr, Policy: "gantry", Seed: 1}); err != nil {
+					b.Fatal(err)
+				}
+				stop()
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
+}
+
+// sampleHeap records the largest live heap seen every few milliseconds
+// until the returned stop is called.
+func sampleHeap(peak *uint64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		var ms runtime.MemStats
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			*peak = max(*peak, ms.HeapAlloc)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
