@@ -40,27 +40,29 @@ type Record struct {
 	Trace  string `json:"trace"`
 	Policy string `json:"policy"`
 	// Scale names the cluster set-up, e.g. "real" (6x48 cores) or "large".
-	Scale             string           `json:"scale,omitempty"`
-	Cores             int              `json:"cores,omitempty"`
-	SLOMs             float64          `json:"slo_ms,omitempty"`
-	Requests          int64            `json:"requests"`
-	ContainersSpawned int64            `json:"containers_spawned"`
-	AvgContainers     float64          `json:"avg_containers"`
-	PeakContainers    float64          `json:"peak_containers"`
-	SLOCompliance     float64          `json:"slo_compliance"`
-	P50Ms             float64          `json:"p50_ms"`
-	P95Ms             float64          `json:"p95_ms"`
-	P99Ms             float64          `json:"p99_ms"`
-	P999Ms            float64          `json:"p999_ms"`
-	MeanQueueMs       float64          `json:"mean_queue_ms"`
-	MeanColdStartMs   float64          `json:"mean_cold_start_ms"`
-	MeanExecMs        float64          `json:"mean_exec_ms"`
-	JobsPerContainer  float64          `json:"jobs_per_container"`
-	EnergyJ           float64          `json:"energy_j"`
-	ColdStarts        int64            `json:"cold_starts"`
-	WallS             float64          `json:"wall_s"`
-	Functions         []FunctionRecord `json:"functions,omitempty"`
-	LatencyCDF        []CDFPoint       `json:"latency_cdf,omitempty"`
+	Scale             string  `json:"scale,omitempty"`
+	Cores             int     `json:"cores,omitempty"`
+	SLOMs             float64 `json:"slo_ms,omitempty"`
+	Requests          int64   `json:"requests"`
+	ContainersSpawned int64   `json:"containers_spawned"`
+	AvgContainers     float64 `json:"avg_containers"`
+	PeakContainers    float64 `json:"peak_containers"`
+	SLOCompliance     float64 `json:"slo_compliance"`
+	P50Ms             float64 `json:"p50_ms"`
+	P95Ms             float64 `json:"p95_ms"`
+	P99Ms             float64 `json:"p99_ms"`
+	P999Ms            float64 `json:"p999_ms"`
+	MeanQueueMs       float64 `json:"mean_queue_ms"`
+	MeanColdStartMs   float64 `json:"mean_cold_start_ms"`
+	MeanExecMs        float64 `json:"mean_exec_ms"`
+	JobsPerContainer  float64 `json:"jobs_per_container"`
+	EnergyJ           float64 `json:"energy_j"`
+	ColdStarts        int64   `json:"cold_starts"`
+	// SpawnFailures counts container starts refused for lack of a free core.
+	SpawnFailures int64            `json:"spawn_failures"`
+	WallS         float64          `json:"wall_s"`
+	Functions     []FunctionRecord `json:"functions,omitempty"`
+	LatencyCDF    []CDFPoint       `json:"latency_cdf,omitempty"`
 }
 
 // Summary is the fixed set of fields `gantry sim --json` prints per run.
