@@ -85,8 +85,9 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 }
 
 type poolMetrics struct {
-	workers *prometheus.GaugeVec
-	policy  *prometheus.GaugeVec
+	generalIdle, generalBusy prometheus.Gauge
+	reserveIdle, reserveBusy prometheus.Gauge
+	policy                   *prometheus.GaugeVec
 }
 
 func newPoolMetrics(name string, reg prometheus.Registerer) *poolMetrics {
@@ -101,7 +102,12 @@ func newPoolMetrics(name string, reg prometheus.Registerer) *poolMetrics {
 		workers = registerOrReuse(reg, workers)
 		policy = registerOrReuse(reg, policy)
 	}
-	return &poolMetrics{workers: workers, policy: policy}
+	// Resolved once: the workers update these on every item, and a label
+	// lookup there would lengthen the pool lock they hold.
+	return &poolMetrics{generalIdle: workers.WithLabelValues("general", "idle"),
+		generalBusy: workers.WithLabelValues("general", "busy"),
+		reserveIdle: workers.WithLabelValues("reserve", "idle"),
+		reserveBusy: workers.WithLabelValues("reserve", "busy"), policy: policy}
 }
 
 func (m *poolMetrics) setPolicy(p Policy) {

@@ -207,9 +207,9 @@ func (p *Pool[T]) lockedSpawn(ctx context.Context, reserve bool) {
 }
 
 func (p *Pool[T]) lockedPublish() {
-	w := p.metrics.workers
-	w.WithLabelValues("general", "idle").Set(float64(p.counts.idle))
-	w.WithLabelValues("general", "busy").Set(float64(p.counts.busy))
-	w.WithLabelValues("reserve", "idle").Set(float64(p.resIdl))
-	w.WithLabelValues("reserve", "busy").Set(float64(p.resBsy))
+	m := p.metrics
+	m.generalIdle.Set(float64(p.counts.idle))
+	m.generalBusy.Set(float64(p.counts.busy))
+	m.reserveIdle.Set(float64(p.resIdl))
+	m.reserveBusy.Set(float64(p.resBsy))
 }

@@ -36,7 +36,7 @@ type inflight[T comparable] struct {
 // waiter is a Get call parked until an item it may take arrives.
 type waiter struct {
 	floor int
-	ch    chan struct{}
+	p     parker
 }
 
 // Queue is a deduplicating multi-priority work queue. It implements
@@ -200,12 +200,12 @@ func (q *Queue[T]) lockedWake(priority int) {
 	}
 	w := q.waiters[best]
 	q.waiters = append(q.waiters[:best], q.waiters[best+1:]...)
-	w.ch <- struct{}{}
+	w.p.unpark()
 }
 
 func (q *Queue[T]) lockedWakeAll() {
 	for _, w := range q.waiters {
-		w.ch <- struct{}{}
+		w.p.unpark()
 	}
 	q.waiters = nil
 }
@@ -227,12 +227,12 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 
 // GetWithPriority is Get that also returns the item's priority.
 func (q *Queue[T]) GetWithPriority() (item T, priority int, shutdown bool) {
-	return q.getAtLeast(MinPriority)
+	return q.getAtLeast(MinPriority, newChanParker())
 }
 
 // getAtLeast is Get for a worker that only takes items of priority >=
-// floor; the reserve workers use it.
-func (q *Queue[T]) getAtLeast(floor int) (item T, priority int, shutdown bool) {
+// floor (the reserve workers use it), parking on p when there is none.
+func (q *Queue[T]) getAtLeast(floor int, p parker) (item T, priority int, shutdown bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for {
@@ -244,10 +244,10 @@ func (q *Queue[T]) getAtLeast(floor int) (item T, priority int, shutdown bool) {
 			var zero T
 			return zero, 0, true
 		}
-		w := &waiter{floor: floor, ch: make(chan struct{}, 1)}
-		q.waiters = append(q.waiters, w)
+		p.prepare()
+		q.waiters = append(q.waiters, &waiter{floor: floor, p: p})
 		q.mu.Unlock()
-		<-w.ch
+		p.park()
 		q.mu.Lock()
 	}
 }

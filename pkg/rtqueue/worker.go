@@ -24,8 +24,9 @@ func (p *Pool[T]) work(ctx context.Context, reserve bool) {
 	if reserve {
 		floor = p.cfg.ReserveFloor
 	}
+	park := newWorkerParker()
 	for {
-		item, priority, shutdown := p.q.getAtLeast(floor)
+		item, priority, shutdown := p.q.getAtLeast(floor, park)
 		if shutdown {
 			p.leave(reserve)
 			return

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package rtqueue
+
+func newWorkerParker() parker { return newChanParker() }
