@@ -34,6 +34,9 @@ type Result struct {
 	MeanColdStart time.Duration `json:"mean_cold_start"`
 	MeanExec      time.Duration `json:"mean_exec"`
 
+	// JobsPerContainer is requests served per average live container: the
+	// paper's container utilization, measured so that a policy that
+	// retires and respawns containers is not penalised for the churn.
 	JobsPerContainer float64 `json:"jobs_per_container"`
 	EnergyJ          float64 `json:"energy_j"`
 	// SimulatedSeconds is the virtual time covered, including the drain of

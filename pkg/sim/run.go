@@ -82,8 +82,8 @@ func (e *engine) result() Result {
 		res.AvgContainers += fr.AvgContainers
 	}
 	res.PeakContainers = float64(e.cl.peakLive)
-	if res.ContainersSpawned > 0 {
-		res.JobsPerContainer = float64(e.arrivals) / float64(res.ContainersSpawned)
+	if res.AvgContainers > 0 {
+		res.JobsPerContainer = float64(e.arrivals) / res.AvgContainers
 	}
 	return res
 }
@@ -100,8 +100,8 @@ func (e *engine) functionResult(i int, span, liveArea float64) FunctionResult {
 	if span > 0 {
 		fr.AvgContainers = rt.m.liveArea / span
 	}
-	if rt.m.spawned > 0 {
-		fr.JobsPerContainer = float64(rt.m.jobs) / float64(rt.m.spawned)
+	if fr.AvgContainers > 0 {
+		fr.JobsPerContainer = float64(rt.m.jobs) / fr.AvgContainers
 	}
 	// Busy and warm watts are the function's own; powered-node watts are
 	// shared in proportion to its container-time.
