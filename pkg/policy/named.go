@@ -74,9 +74,28 @@ var catalog = map[string]parts{
 		execQuantile: 0.75, empiricalMix: true, stream: true, panic: true},
 }
 
-// New builds the named policy for an app.
+// ablations are gantry with one of its changes over Cypress undone; they
+// measure what each change buys (docs/simulator.md). New accepts them,
+// Names does not list them.
+var ablations = map[string]func(p *parts){
+	"gantry-no-panic":       func(p *parts) { p.panic = false },
+	"gantry-no-stream":      func(p *parts) { p.stream = false; p.empiricalMix = false },
+	"gantry-mean-exec":      func(p *parts) { p.execQuantile = 0 },
+	"gantry-heaviest-first": func(p *parts) { p.order = HeaviestFirst },
+}
+
+// Ablations lists the gantry ablation policies, sorted.
+func Ablations() []string {
+	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-panic", "gantry-no-stream"}
+}
+
+// New builds the named policy (or ablation) for an app.
 func New(name string, spec Spec) (Policy, error) {
 	p, ok := catalog[name]
+	if undo, isAblation := ablations[name]; isAblation {
+		p, ok = catalog["gantry"], true
+		undo(&p)
+	}
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownPolicy, name, Names())
 	}

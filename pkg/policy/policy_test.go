@@ -206,3 +206,22 @@ func TestEstimateFallsBackToTheSLORuleThenLearns(t *testing.T) {
 		t.Fatalf("profiled estimate at 40 = %v, want ~200ms", e)
 	}
 }
+
+// Each ablation undoes exactly one of gantry's changes over Cypress.
+func TestAblationsUndoOneChangeEach(t *testing.T) {
+	g := catalog["gantry"]
+	for _, name := range Ablations() {
+		p, err := New(name, spec(FunctionSpec{Name: "f", SLO: time.Second}))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if p.Name() != name || p.(*core).p == g {
+			t.Errorf("%s is gantry itself", name)
+		}
+	}
+	for _, n := range Names() {
+		if _, ok := ablations[n]; ok {
+			t.Errorf("Names lists the ablation %s", n)
+		}
+	}
+}

@@ -91,3 +91,41 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkGantryAblations measures what each of gantry's changes over
+// Cypress buys: every variant undoes one change. It reports SLO compliance
+// (percent) and average containers on the bursty Twitter trace, at the
+// real-system scale (250 rps mean, 6 nodes) and the paper's large scale
+// (5450 rps peak, 133 nodes), image compression, heavy inputs.
+func BenchmarkGantryAblations(b *testing.B) {
+	small, err := trace.Generate("twitter", 250, time.Hour, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	large, err := trace.Generate("twitter", 250, 20*time.Minute, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	large = large.ScaleToPeak(5450)
+	scales := []struct {
+		name  string
+		tr    trace.Trace
+		nodes int
+	}{{"real", small, 6}, {"large", large, 133}}
+	for _, sc := range scales {
+		for _, pol := range append([]string{"cypress", "gantry"}, policy.Ablations()...) {
+			b.Run(sc.name+"/"+pol, func(b *testing.B) {
+				var res Result
+				for b.Loop() {
+					res, err = Run(Config{App: paperApp(b, "image-compression"), Dist: dist(b, "heavy"),
+						Trace: sc.tr, Policy: pol, Seed: 1, Nodes: sc.nodes})
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(100*res.SLOCompliance, "slo%")
+				b.ReportMetric(res.AvgContainers, "containers")
+			})
+		}
+	}
+}
