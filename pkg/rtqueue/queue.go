@@ -227,7 +227,7 @@ func (q *Queue[T]) Get() (item T, shutdown bool) {
 
 // GetWithPriority is Get that also returns the item's priority.
 func (q *Queue[T]) GetWithPriority() (item T, priority int, shutdown bool) {
-	return q.getAtLeast(MinPriority, newChanParker())
+	return q.getAtLeast(MinPriority, newParker())
 }
 
 // getAtLeast is Get for a worker that only takes items of priority >=
@@ -244,7 +244,6 @@ func (q *Queue[T]) getAtLeast(floor int, p parker) (item T, priority int, shutdo
 			var zero T
 			return zero, 0, true
 		}
-		p.prepare()
 		q.waiters = append(q.waiters, &waiter{floor: floor, p: p})
 		q.mu.Unlock()
 		p.park()

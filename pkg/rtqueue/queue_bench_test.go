@@ -1,6 +1,7 @@
 package rtqueue
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -18,37 +19,31 @@ func BenchmarkAddGetDone(b *testing.B) {
 	}
 }
 
-// BenchmarkParkedWorkerWake is the round trip to a worker parked in Get:
-// the chan parker (through Go's scheduler) against the futex parker used by
-// pool workers (through the kernel).
+// BenchmarkParkedWorkerWake is the round trip to a thread-locked worker
+// parked in Get, which needs Go's scheduler to hand a P to its thread.
 func BenchmarkParkedWorkerWake(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		p    func() parker
-	}{{"chan", func() parker { return newChanParker() }}, {"worker", newWorkerParker}} {
-		b.Run(tc.name, func(b *testing.B) {
-			q := New(Config[int]{})
-			ack := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				park := tc.p()
-				for {
-					item, _, shutdown := q.getAtLeast(0, park)
-					if shutdown {
-						return
-					}
-					q.Done(item)
-					ack <- struct{}{}
-				}
-			}()
-			for b.Loop() {
-				q.AddWithPriority(1, 99)
-				<-ack
+	q := New(Config[int]{})
+	ack := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		runtime.LockOSThread() // as a pool worker is
+		defer runtime.UnlockOSThread()
+		park := newParker()
+		for {
+			item, _, shutdown := q.getAtLeast(0, park)
+			if shutdown {
+				return
 			}
-			q.ShutDown()
-			wg.Wait()
-		})
+			q.Done(item)
+			ack <- struct{}{}
+		}
+	}()
+	for b.Loop() {
+		q.AddWithPriority(1, 99)
+		<-ack
 	}
+	q.ShutDown()
+	wg.Wait()
 }

@@ -266,7 +266,7 @@ func TestReserveGetSkipsLowItems(t *testing.T) {
 	q := newTestQueue(t, Config[string]{})
 	got := make(chan string)
 	go func() {
-		item, _, _ := q.getAtLeast(50, newWorkerParker())
+		item, _, _ := q.getAtLeast(50, newParker())
 		got <- item
 	}()
 	waitFor(t, "reserve Get to park", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.waiters) == 1 })

@@ -24,7 +24,7 @@ func (p *Pool[T]) work(ctx context.Context, reserve bool) {
 	if reserve {
 		floor = p.cfg.ReserveFloor
 	}
-	park := newWorkerParker()
+	park := newParker()
 	for {
 		item, priority, shutdown := p.q.getAtLeast(floor, park)
 		if shutdown {

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package rtqueue
-
-func newWorkerParker() parker { return newChanParker() }
