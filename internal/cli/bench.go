@@ -60,6 +60,7 @@ func newBenchQueueCmd() *cobra.Command {
 	f.DurationVar(&opts.CriticalEvery, "critical-every", 10*time.Millisecond, "period of critical items")
 	f.DurationVar(&opts.ItemWork, "item-work", 20*time.Millisecond, "work per background item")
 	f.IntVar(&gomaxprocs, "gomaxprocs", 0, "GOMAXPROCS for the gantry cases: 0 = engine's recommendation, -1 = unchanged")
+	f.IntVar(&opts.BaselineGOMAXPROCS, "baseline-gomaxprocs", 0, "GOMAXPROCS for the clientgo and ctrlruntime cases: 0 = unchanged")
 	return cmd
 }
 

@@ -53,8 +53,11 @@ type Options struct {
 	// GOMAXPROCS for the gantry cases: 0 means
 	// rtqueue.RecommendedGOMAXPROCS, negative leaves it unchanged.
 	GOMAXPROCS int
-	Queues     []string
-	Scenarios  []string
+	// BaselineGOMAXPROCS for the clientgo and ctrlruntime cases: 0 leaves
+	// it unchanged (what a vanilla controller runs with).
+	BaselineGOMAXPROCS int
+	Queues             []string
+	Scenarios          []string
 }
 
 func (o Options) withDefaults() Options {
@@ -87,6 +90,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("queuebench: duration %v is under 100ms", o.Duration)
 	case o.Backlog < 1 || o.CriticalEvery <= 0 || o.ItemWork <= 0:
 		return fmt.Errorf("queuebench: backlog, critical period and item work must be positive")
+	case o.BaselineGOMAXPROCS < 0:
+		return fmt.Errorf("queuebench: baseline GOMAXPROCS %d < 0", o.BaselineGOMAXPROCS)
 	}
 	for _, q := range o.Queues {
 		if !slices.Contains(Queues, q) {
@@ -162,12 +167,16 @@ func RunCase(ctx context.Context, queue, scenario string, opts Options) Result {
 
 func newEngine(queue string, opts Options) (engine, int) {
 	procs := runtime.GOMAXPROCS(0)
+	if opts.BaselineGOMAXPROCS > 0 {
+		procs = opts.BaselineGOMAXPROCS
+	}
 	switch queue {
 	case QueueClientGo:
 		return newClientGo(), procs
 	case QueueCtrlRuntime:
 		return newCtrlRuntime(), procs
 	}
+	procs = runtime.GOMAXPROCS(0)
 	g := newGantry(queue == QueueGantry)
 	switch {
 	case opts.GOMAXPROCS == 0:
@@ -184,7 +193,8 @@ type caseRun struct {
 	opts     Options
 	stopping atomic.Bool
 	measure  atomic.Bool
-	enq      []atomic.Int64 // critical id -> enqueue time (unix ns)
+	enq      []atomic.Int64 // critical id -> enqueue time (unix ns); 0 once started
+	pending  atomic.Int64   // measured critical items not yet started
 	bgDone   atomic.Int64
 
 	mu  sync.Mutex // guards lat and lag
@@ -200,29 +210,51 @@ func newCaseRun(scenario string, opts Options) *caseRun {
 }
 
 // run warms up for a tenth of the duration (at most 1s), then measures
-// until the duration is over.
+// until the duration is over. Critical items still waiting at the end are
+// not dropped from the figures, which would flatter a slow queue: the
+// background keeps flowing until each has started (or, after a grace
+// period, it is counted at its age so far, a lower bound).
 func (c *caseRun) run(ctx context.Context, e engine) Result {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Duration)
-	defer cancel()
+	window, cancelWindow := context.WithTimeout(ctx, c.opts.Duration)
+	defer cancelWindow()
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
 	e.start(c.handle)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); c.feed(ctx, e) }()
-	go func() { defer wg.Done(); c.produce(ctx, e) }()
+	go func() { defer wg.Done(); c.feed(feedCtx, e) }()
+	go func() { defer wg.Done(); c.produce(window, e) }()
 	warm := min(c.opts.Duration/10, time.Second)
 	select {
 	case <-time.After(warm):
-	case <-ctx.Done():
+	case <-window.Done():
 	}
 	c.measure.Store(true)
 	start := time.Now()
-	<-ctx.Done()
+	<-window.Done()
 	elapsed := time.Since(start)
 	c.measure.Store(false)
+	c.awaitPending(ctx, c.opts.Duration+10*time.Second)
+	stopFeed()
 	c.stopping.Store(true)
 	wg.Wait()
 	e.stop()
 	return c.result(elapsed)
+}
+
+// awaitPending waits for every measured critical item to start, then
+// records the ones that did not at their age so far.
+func (c *caseRun) awaitPending(ctx context.Context, grace time.Duration) {
+	deadline := time.Now().Add(grace)
+	for c.pending.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	now := time.Now()
+	for i := range c.enq {
+		if at := c.enq[i].Swap(0); at != 0 {
+			c.record(c.lat, now.Sub(time.Unix(0, at)))
+		}
+	}
 }
 
 func (c *caseRun) result(elapsed time.Duration) Result {
@@ -267,6 +299,7 @@ func (c *caseRun) produce(ctx context.Context, e engine) {
 		}
 		now := time.Now()
 		if c.measure.Load() {
+			c.pending.Add(1)
 			c.enq[id].Store(now.UnixNano())
 			c.record(c.lag, now.Sub(tick))
 		}
@@ -290,8 +323,9 @@ func (c *caseRun) handle(k key) {
 
 func (c *caseRun) handleCritical(k key) {
 	start := time.Now()
-	if at := c.enq[k.id].Load(); at != 0 {
+	if at := c.enq[k.id].Swap(0); at != 0 {
 		c.record(c.lat, start.Sub(time.Unix(0, at)))
+		c.pending.Add(-1)
 	}
 }
 

@@ -104,3 +104,16 @@ func TestCalibrationIsPlausible(t *testing.T) {
 		t.Fatalf("calibrated %d iterations per ms; the spin loop cannot be that slow", itersPerMs)
 	}
 }
+
+// TestUnstartedCriticalItemsStillCount: a queue so slow that a critical
+// item never starts must not look fast by losing that sample.
+func TestUnstartedCriticalItemsStillCount(t *testing.T) {
+	c := newCaseRun(ScenarioMixed, Options{}.withDefaults())
+	c.pending.Store(1)
+	c.enq[3].Store(time.Now().Add(-2 * time.Second).UnixNano())
+	c.awaitPending(context.Background(), 20*time.Millisecond)
+	r := c.result(time.Second)
+	if r.Critical != 1 || r.MaxUs < 2e6 {
+		t.Fatalf("censored item: %d samples, max %.0fus; want 1 sample of at least 2s", r.Critical, r.MaxUs)
+	}
+}
