@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 )
 
@@ -106,7 +107,9 @@ func Percent(frac float64) string {
 }
 
 // Compliance formats an SLO-compliance fraction with the precision the paper
-// uses (two decimals of a percent).
+// uses (two decimals of a percent). It truncates rather than rounds, so that
+// 99.996% reads 99.99%: "100.00%" must mean that no request missed.
 func Compliance(frac float64) string {
-	return fmt.Sprintf("%.2f%%", frac*100)
+	// The epsilon absorbs binary error, e.g. 0.9997*10000 = 9996.9999...
+	return fmt.Sprintf("%.2f%%", math.Floor(frac*10000+1e-6)/100)
 }

@@ -249,3 +249,12 @@ func TestOnlyCDFPerConditionDrawsOnlyTheCDFs(t *testing.T) {
 		t.Errorf("%d plots, want one CDF per condition (2)", len(entries))
 	}
 }
+
+func TestComplianceNeverRoundsUpToAPerfectScore(t *testing.T) {
+	cases := map[float64]string{1: "100.00%", 0.99996: "99.99%", 0.9997: "99.97%", 0.5: "50.00%", 0: "0.00%"}
+	for in, want := range cases {
+		if got := Compliance(in); got != want {
+			t.Errorf("Compliance(%v) = %s, want %s", in, got, want)
+		}
+	}
+}
