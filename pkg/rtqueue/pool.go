@@ -110,11 +110,16 @@ type Pool[T comparable] struct {
 	fallback     atomic.Bool
 	fallbackOnce sync.Once
 
-	// mu guards counts and drives the metrics that mirror it.
+	// mu guards counts (the general workers and the reserve's size, which
+	// the watchdog reads) and drives the metrics that mirror them.
 	mu     sync.Mutex
 	counts census
-	resIdl int
-	resBsy int
+	// The reserve's busy/idle split is kept in atomics so a reserve worker
+	// starting a critical item never waits for mu, which general workers
+	// at a lower thread priority hold (Go's mutex has no priority
+	// inheritance).
+	resIdl atomic.Int64
+	resBsy atomic.Int64
 
 	wg      sync.WaitGroup
 	live    atomic.Int64
@@ -188,14 +193,14 @@ func (p *Pool[T]) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return PoolStats{GeneralIdle: p.counts.idle, GeneralBusy: p.counts.busy,
-		ReserveIdle: p.resIdl, ReserveBusy: p.resBsy, Policy: p.intendedPolicy()}
+		ReserveIdle: int(p.resIdl.Load()), ReserveBusy: int(p.resBsy.Load()), Policy: p.intendedPolicy()}
 }
 
 // lockedSpawn starts a worker counted idle at once, so concurrent growth
 // decisions see it before its goroutine runs.
 func (p *Pool[T]) lockedSpawn(ctx context.Context, reserve bool) {
 	if reserve {
-		p.resIdl++
+		p.resIdl.Add(1)
 		p.counts.reserve++
 	} else {
 		p.counts.idle++
@@ -210,6 +215,10 @@ func (p *Pool[T]) lockedPublish() {
 	m := p.metrics
 	m.generalIdle.Set(float64(p.counts.idle))
 	m.generalBusy.Set(float64(p.counts.busy))
-	m.reserveIdle.Set(float64(p.resIdl))
-	m.reserveBusy.Set(float64(p.resBsy))
+	p.publishReserve()
+}
+
+func (p *Pool[T]) publishReserve() {
+	p.metrics.reserveIdle.Set(float64(p.resIdl.Load()))
+	p.metrics.reserveBusy.Set(float64(p.resBsy.Load()))
 }

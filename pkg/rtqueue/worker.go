@@ -151,15 +151,16 @@ func (p *Pool[T]) retry(item T, err error) {
 // becomeBusy moves this worker to busy and grows the pool if too few
 // general workers are left idle.
 func (p *Pool[T]) becomeBusy(ctx context.Context, reserve bool) {
+	if reserve {
+		p.resIdl.Add(-1)
+		p.resBsy.Add(1)
+		p.publishReserve()
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if reserve {
-		p.resIdl--
-		p.resBsy++
-	} else {
-		p.counts.idle--
-		p.counts.busy++
-	}
+	p.counts.idle--
+	p.counts.busy++
 	for shouldGrow(p.counts, p.cfg) && !p.q.ShuttingDown() {
 		p.lockedSpawn(ctx, false)
 	}
@@ -169,14 +170,15 @@ func (p *Pool[T]) becomeBusy(ctx context.Context, reserve bool) {
 // becomeIdle moves this worker back to idle, or retires it (returning
 // true) if the watchdog finds too many general workers idle.
 func (p *Pool[T]) becomeIdle(reserve bool) bool {
+	if reserve {
+		p.resBsy.Add(-1)
+		p.resIdl.Add(1)
+		p.publishReserve()
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.lockedPublish()
-	if reserve {
-		p.resBsy--
-		p.resIdl++
-		return false
-	}
 	p.counts.busy--
 	p.counts.idle++
 	if shouldRetire(p.counts, p.cfg) {
@@ -190,7 +192,7 @@ func (p *Pool[T]) leave(reserve bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if reserve {
-		p.resIdl--
+		p.resIdl.Add(-1)
 		p.counts.reserve--
 	} else {
 		p.counts.idle--
