@@ -3,11 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
 	"runtime"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -137,7 +135,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	doc := report.Document{Title: "Gantry simulation", Intro: runIntro(jobs[0]), Records: records}
+	doc := report.Document{Title: "Gantry simulation", Intro: jobs[0].Describe(), Records: records}
 	return emit(cmd, f, doc)
 }
 
@@ -151,13 +149,6 @@ func fileScaling(cmd *cobra.Command, f *simFlags) (rate float64, d time.Duration
 		d = f.duration
 	}
 	return rate, d
-}
-
-func runIntro(j experiment.Job) string {
-	c := j.Config
-	return fmt.Sprintf("App %s (SLO %v), %s input sizes, trace %s (mean %.1f rps, peak %.1f rps, %v), %d nodes × %d cores, seed %d.",
-		c.App.Name, c.App.SLO, c.Dist.Name(), c.Trace.Name, c.Trace.Mean(), c.Trace.Peak(), c.Trace.Duration(),
-		c.Nodes, c.CoresPerNode, c.Seed)
 }
 
 func runPaper(cmd *cobra.Command, f *simFlags) error {
@@ -218,16 +209,5 @@ func emit(cmd *cobra.Command, f *simFlags, doc report.Document) error {
 	if f.json {
 		return report.WriteSummaryJSON(cmd.OutOrStdout(), doc.Records)
 	}
-	return writeTable(cmd.OutOrStdout(), doc.Records)
-}
-
-func writeTable(w io.Writer, records []report.Record) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "app\tdist\ttrace\tpolicy\trequests\tcontainers\tavg live\tSLO\tp50 ms\tp99 ms\tjobs/container\tenergy kJ\tcold starts\t")
-	for _, r := range records {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%.0f\t%.0f\t%.1f\t%.1f\t%d\t\n",
-			r.App, r.Dist, r.Trace, r.Policy, r.Requests, r.ContainersSpawned, r.AvgContainers,
-			report.Compliance(r.SLOCompliance), r.P50Ms, r.P99Ms, r.JobsPerContainer, r.EnergyJ/1000, r.ColdStarts)
-	}
-	return tw.Flush()
+	return report.WriteTable(cmd.OutOrStdout(), doc.Records)
 }

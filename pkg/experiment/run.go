@@ -145,3 +145,11 @@ func label(job Job) string {
 	}
 	return job.Config.Trace.Name
 }
+
+// Describe says in one line what the job simulates, for a report's preamble.
+func (j Job) Describe() string {
+	c := j.Config
+	return fmt.Sprintf("App %s (SLO %v), %s input sizes, trace %s (mean %.1f rps, peak %.1f rps, %v), %d nodes × %d cores, seed %d.",
+		c.App.Name, c.App.SLO, c.Dist.Name(), label(j), c.Trace.Mean(), c.Trace.Peak(), c.Trace.Duration(),
+		c.Nodes, c.CoresPerNode, c.Seed)
+}

@@ -258,3 +258,14 @@ func TestComplianceNeverRoundsUpToAPerfectScore(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteTableHasOneLinePerRun(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, sampleRecords()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[2], "cypress") || !strings.Contains(lines[2], "99.97%") {
+		t.Errorf("table:\n%s", buf.String())
+	}
+}

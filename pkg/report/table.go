@@ -1,0 +1,19 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteTable writes one aligned line per record, for a terminal.
+func WriteTable(w io.Writer, records []Record) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "app\tdist\ttrace\tpolicy\trequests\tcontainers\tavg live\tSLO\tp50 ms\tp99 ms\tjobs/container\tenergy kJ\tcold starts\t")
+	for _, r := range records {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%.0f\t%.0f\t%.1f\t%.1f\t%d\t\n",
+			r.App, r.Dist, r.Trace, r.Policy, r.Requests, r.ContainersSpawned, r.AvgContainers,
+			Compliance(r.SLOCompliance), r.P50Ms, r.P99Ms, r.JobsPerContainer, r.EnergyJ/1000, r.ColdStarts)
+	}
+	return tw.Flush()
+}
