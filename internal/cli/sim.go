@@ -102,6 +102,10 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--workers must be positive, got %d", f.workers)
 	case f.traceFile != "" && changed("trace"):
 		return usagef("set --trace or --trace-file, not both")
+	case f.traceFile == "" && changed("azure-function"):
+		return usagef("--azure-function needs --trace-file")
+	case f.experiment == "" && changed("large-duration"):
+		return usagef("--large-duration only applies to --experiment paper")
 	}
 	return nil
 }

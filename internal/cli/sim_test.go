@@ -63,6 +63,8 @@ func TestSimBadInputGivesAClearErrorAndNonZeroExit(t *testing.T) {
 		{[]string{"--trace-file", badCSV}, 1, "line 3"},
 		{[]string{"--trace-file", filepath.Join(dir, "missing.csv")}, 1, "missing.csv"},
 		{[]string{"--trace-file", badCSV, "--trace", "wiki"}, 2, "not both"},
+		{[]string{"--azure-function", "abc"}, 2, "needs --trace-file"},
+		{[]string{"--large-duration", "1m"}, 2, "only applies to --experiment"},
 		{[]string{"--experiment", "nature"}, 2, `unknown experiment "nature"`},
 		{[]string{"--experiment", "paper", "--app", "image-compression"}, 2, "--app cannot be combined"},
 		{[]string{"--experiment", "paper", "--policies", "magic"}, 2, `unknown policy "magic"`},
