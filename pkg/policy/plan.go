@@ -37,10 +37,11 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 }
 
 // panicTicks is how many ticks the panic rule's short rate spans.
-const panicTicks = 4
+const panicTicks = 2
 
 // surge is how far the arrival rate over the last panicTicks ticks exceeds
-// the rate the current targets were sized for (1 when it does not).
+// the rate the current targets were sized for (1 when it does not, or not
+// by more than noise).
 func (c *core) surge(now time.Time) float64 {
 	c.recent[c.recentNext].n, c.recent[c.recentNext].at = c.tickCount, now
 	c.recentNext = (c.recentNext + 1) % panicTicks
@@ -56,8 +57,18 @@ func (c *core) surge(now time.Time) float64 {
 			n += r.n
 		}
 	}
-	return max(1, n/span/c.rate)
+	// A Poisson count exceeds its mean by two standard deviations only
+	// about 2% of the time: below that the excess is noise, not a burst.
+	want := c.rate * span
+	if n <= want+panicSigmas*math.Sqrt(want) {
+		return 1
+	}
+	return n / want
 }
+
+// panicSigmas is how far above the expected count the short-window count
+// must be before the panic rule acts.
+const panicSigmas = 2
 
 func (c *core) refreshModels() {
 	for i := range c.fns {
