@@ -20,7 +20,7 @@ import (
 
 type simFlags struct {
 	app, dist, trace, traceFile, azureFunction string
-	rate, peak                                 float64
+	rate, peak, minSize, maxSize               float64
 	duration, largeDuration, coldStart         time.Duration
 	policies, out, experiment                  string
 	seed                                       uint64
@@ -52,6 +52,8 @@ func newSimCmd() *cobra.Command {
 	fl.StringVar(&f.azureFunction, "azure-function", "", "HashFunction to replay from an Azure Functions file (default: all rows summed)")
 	fl.Float64Var(&f.rate, "rate", experiment.PoissonRate, "mean request rate (requests/s); with --trace-file, rescales the file to this mean")
 	fl.Float64Var(&f.peak, "peak", 0, "rescale the trace so that its peak is this rate (requests/s)")
+	fl.Float64Var(&f.minSize, "min-size", 0, "smallest first-function input size, in the app's unit (default: the app's)")
+	fl.Float64Var(&f.maxSize, "max-size", 0, "largest first-function input size; the SLO follows it (default: the app's)")
 	fl.DurationVar(&f.duration, "duration", 10*time.Minute, "simulated time; with --experiment, per real-scale run")
 	fl.DurationVar(&f.largeDuration, "large-duration", experiment.DefaultPaperLargeDuration, "with --experiment paper: simulated time of each large-scale run")
 	fl.StringVar(&f.policies, "policies", "all", fmt.Sprintf("comma list of policies %v, or all", policy.Names()))
@@ -69,7 +71,7 @@ func newSimCmd() *cobra.Command {
 // usageSentinels are the errors that mean the user asked for something that
 // does not exist or makes no sense, so the exit code is 2.
 var usageSentinels = []error{
-	workload.ErrUnknownApp, workload.ErrUnknownDist, trace.ErrUnknownTrace, policy.ErrUnknownPolicy,
+	workload.ErrUnknownApp, workload.ErrUnknownDist, workload.ErrBadSize, trace.ErrUnknownTrace, policy.ErrUnknownPolicy,
 	trace.ErrBadRate, trace.ErrBadDuration, experiment.ErrBadSpec, experiment.ErrBadPlan,
 }
 
@@ -90,6 +92,8 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--rate must be a positive number of requests per second, got %v", f.rate)
 	case changed("peak") && (badFloat(f.peak) || f.peak <= 0):
 		return usagef("--peak must be a positive number of requests per second, got %v", f.peak)
+	case (changed("min-size") && !(f.minSize > 0)) || (changed("max-size") && !(f.maxSize > 0)):
+		return usagef("--min-size and --max-size must be positive, got %v and %v", f.minSize, f.maxSize)
 	case changed("peak") && changed("rate"):
 		return usagef("set --rate or --peak, not both")
 	case f.duration <= 0 || f.largeDuration <= 0:
@@ -124,6 +128,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		App: f.app, Dist: f.dist, Trace: f.trace, TraceFile: f.traceFile, AzureFunction: f.azureFunction,
 		Rate: f.rate, Duration: f.duration, Policies: policies, Seed: f.seed,
 		Nodes: f.nodes, CoresPerNode: f.coresPerNode, ColdStart: f.coldStart,
+		MinSize: f.minSize, MaxSize: f.maxSize,
 	}
 	if cmd.Flags().Changed("peak") {
 		spec.Peak = f.peak
@@ -159,7 +164,7 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 	if f.experiment != "paper" {
 		return usagef("unknown experiment %q (known: paper)", f.experiment)
 	}
-	for _, name := range []string{"app", "dist", "trace", "trace-file", "rate", "peak", "nodes", "cores-per-node"} {
+	for _, name := range []string{"app", "dist", "trace", "trace-file", "rate", "peak", "nodes", "cores-per-node", "min-size", "max-size"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s cannot be combined with --experiment paper, which fixes it", name)
 		}

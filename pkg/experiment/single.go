@@ -36,6 +36,9 @@ type Spec struct {
 	Nodes, CoresPerNode int
 	// ColdStart zero means sim's default.
 	ColdStart time.Duration
+	// MinSize and MaxSize, when non-zero, replace the app's input-size
+	// range (and so its SLO).
+	MinSize, MaxSize float64
 }
 
 // Jobs validates the spec and makes one job per policy.
@@ -43,7 +46,7 @@ func (s Spec) Jobs() ([]Job, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	app, err := workload.Lookup(s.App)
+	app, err := s.app()
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +77,21 @@ func (s Spec) validate() error {
 		return fmt.Errorf("%w: %w: 0", ErrBadSpec, trace.ErrBadRate)
 	}
 	return CheckPolicies(s.Policies)
+}
+
+func (s Spec) app() (workload.App, error) {
+	app, err := workload.Lookup(s.App)
+	if err != nil || (s.MinSize == 0 && s.MaxSize == 0) {
+		return app, err
+	}
+	lo, hi := app.MinSize, app.MaxSize
+	if s.MinSize != 0 {
+		lo = s.MinSize
+	}
+	if s.MaxSize != 0 {
+		hi = s.MaxSize
+	}
+	return app.WithSizeRange(lo, hi)
 }
 
 func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }

@@ -91,6 +91,9 @@ func TestSpecRejectsBadInput(t *testing.T) {
 		{func(s *Spec) { s.CoresPerNode = -1 }, ErrBadSpec},
 		{func(s *Spec) { s.ColdStart = -time.Second }, ErrBadSpec},
 		{func(s *Spec) { s.TraceFile = "/nonexistent/trace.csv" }, os.ErrNotExist},
+		{func(s *Spec) { s.MinSize = -1 }, workload.ErrBadSize},
+		{func(s *Spec) { s.MaxSize = 1 }, workload.ErrBadSize},
+		{func(s *Spec) { s.MinSize, s.MaxSize = 100, 50 }, workload.ErrBadSize},
 	}
 	for i, c := range cases {
 		s := goodSpec()
@@ -115,5 +118,19 @@ func TestParsePolicies(t *testing.T) {
 	}
 	if _, err := ParsePolicies(" , "); !errors.Is(err, ErrBadSpec) {
 		t.Errorf("empty: %v", err)
+	}
+}
+
+func TestSpecSizeRangeReplacesTheApps(t *testing.T) {
+	s := goodSpec()
+	s.MinSize, s.MaxSize = 64, 128
+	jobs, err := s.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := jobs[0].Config.App
+	def, _ := workload.Lookup(s.App)
+	if app.MinSize != 64 || app.MaxSize != 128 || app.SLO >= def.SLO {
+		t.Errorf("range [%v, %v], SLO %v (default %v)", app.MinSize, app.MaxSize, app.SLO, def.SLO)
 	}
 }

@@ -107,6 +107,21 @@ func (a App) CheckSize(size float64) error {
 	return nil
 }
 
+// WithSizeRange returns the app with another first-function input-size range
+// and the SLO recomputed by the paper's rule for the new maximum.
+func (a App) WithSizeRange(minSize, maxSize float64) (App, error) {
+	if err := a.CheckSize(minSize); err != nil {
+		return App{}, fmt.Errorf("minimum %w", err)
+	}
+	if err := a.CheckSize(maxSize); err != nil {
+		return App{}, fmt.Errorf("maximum %w", err)
+	}
+	if minSize >= maxSize {
+		return App{}, fmt.Errorf("%w: minimum %v must be below maximum %v", ErrBadSize, minSize, maxSize)
+	}
+	return newApp(a.Name, a.SizeUnit, minSize, maxSize, a.Chain...), nil
+}
+
 func newApp(name, unit string, minSize, maxSize float64, chain ...Function) App {
 	a := App{Name: name, Chain: chain, MinSize: minSize, MaxSize: maxSize, SizeUnit: unit}
 	a.SLO = time.Duration(sloFactor * float64(a.MaxExec())).Round(time.Millisecond)

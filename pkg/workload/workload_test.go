@@ -118,3 +118,23 @@ func TestCheckSizeRejectsNonPositive(t *testing.T) {
 		t.Errorf("CheckSize(1) = %v", err)
 	}
 }
+
+func TestWithSizeRangeRecomputesTheSLO(t *testing.T) {
+	app, _ := Lookup("sentiment-analysis")
+	small, err := app.WithSizeRange(1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 25 + 11*10 = 135 ms at the new maximum; the SLO is 1.2x that.
+	if small.SLO != 162*time.Millisecond || small.MinSize != 1 || small.MaxSize != 10 {
+		t.Errorf("got SLO %v range [%v, %v]", small.SLO, small.MinSize, small.MaxSize)
+	}
+	if app.SLO == small.SLO {
+		t.Error("WithSizeRange changed the receiver or kept the old SLO")
+	}
+	for _, r := range [][2]float64{{0, 10}, {-1, 10}, {5, 5}, {10, 5}, {1, math.Inf(1)}, {math.NaN(), 3}} {
+		if _, err := app.WithSizeRange(r[0], r[1]); !errors.Is(err, ErrBadSize) {
+			t.Errorf("WithSizeRange(%v, %v) = %v, want ErrBadSize", r[0], r[1], err)
+		}
+	}
+}
