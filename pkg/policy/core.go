@@ -141,11 +141,11 @@ func (c *core) initLoad() error {
 	return err
 }
 
-// truthRates samples Truth.Rate once per second for the oracle; an hour
-// of headroom past any trace we run is plenty and costs 29 KB.
+// truthRates samples Truth.Rate once per second for the oracle, up to the
+// end of the trace (Rate < 0) or a week.
 func (c *core) truthRates() []float64 {
-	const seconds = 8 * 3600
-	out := make([]float64, 0, seconds)
+	const seconds = 7 * 24 * 3600
+	var out []float64
 	for s := range seconds {
 		r := c.spec.Truth.Rate(time.Duration(s) * time.Second)
 		if r < 0 {

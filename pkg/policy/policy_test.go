@@ -225,3 +225,30 @@ func TestAblationsUndoOneChangeEach(t *testing.T) {
 		}
 	}
 }
+
+// Gantry's panic rule: a burst well beyond Poisson noise scales the
+// targets up at the next tick; ordinary noise does not.
+func TestPanicScalesUpOnABurstButNotOnNoise(t *testing.T) {
+	s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+	exec := func(x float64) time.Duration { return time.Duration(x) * 5 * ms }
+	uniform := func(r *rand.Rand) float64 { return 1 + 99*r.Float64() }
+	for _, tc := range []struct {
+		perTick int
+		burst   bool
+	}{{55, false}, {150, true}} {
+		p := mustNew(t, "gantry", s)
+		views := make([]View, 1)
+		base := feed(t, p, 5, 100, uniform, exec, views)[0].Add
+		views[0].Live = base // the driver applied the window's target
+		now := t0.Add(50 * time.Second)
+		out := make([]Decision, 1)
+		p.Plan(now.Add(250*ms), views, out)
+		for range tc.perTick { // arrivals within the next 500 ms tick
+			p.Arrive(now, 0, 50, views[0].Counts)
+		}
+		p.Plan(now.Add(750*ms), views, out)
+		if got := out[0].Add > 0; got != tc.burst {
+			t.Errorf("%d arrivals in a 500 ms tick at 100 rps: added %d containers", tc.perTick, out[0].Add)
+		}
+	}
+}

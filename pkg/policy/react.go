@@ -60,14 +60,14 @@ func (c *core) overload(f int, v *View) int {
 	}
 	c.packer.Reset(v.Free, c.spec.ColdStart, len(v.Queue))
 	for _, it := range v.Queue {
-		c.packer.Place(c.lateItem(f, it.Exec, c.fns[f].spec.SLO-it.Waited))
+		c.packer.Place(c.lateItem(it.Exec, c.fns[f].spec.SLO-it.Waited))
 	}
 	return c.packer.Opened()
 }
 
 // lateItem is a request that must finish within deadline; waiting up to a
 // cold start is accepted because a new container could not start it sooner.
-func (c *core) lateItem(_ int, exec, deadline time.Duration) batch.Item {
+func (c *core) lateItem(exec, deadline time.Duration) batch.Item {
 	return batch.Item{Exec: exec, Deadline: max(deadline, c.spec.ColdStart+exec)}
 }
 
@@ -79,7 +79,7 @@ func (c *core) lookAhead(f int, views []View) int {
 	c.items = c.items[:0]
 	slo := c.fns[f].spec.SLO
 	for _, it := range views[f].Queue {
-		c.items = append(c.items, c.lateItem(f, it.Exec, slo-it.Waited))
+		c.items = append(c.items, c.lateItem(it.Exec, slo-it.Waited))
 	}
 	for j := range f {
 		for _, it := range views[j].Queue {
@@ -108,5 +108,5 @@ func (c *core) upstreamItem(j, f int, size float64, left time.Duration) batch.It
 		lead += time.Duration(c.execAt(m, size))
 		size = c.outAt(m, size)
 	}
-	return c.lateItem(f, time.Duration(c.execAt(f, size)), lead+c.fns[f].spec.SLO)
+	return c.lateItem(time.Duration(c.execAt(f, size)), lead+c.fns[f].spec.SLO)
 }

@@ -185,9 +185,9 @@ func (e *engine) detailView(fn int32, v *policy.View) {
 		}
 		return cmpInt(int64(a.seq), int64(b.seq))
 	})
-	late := append([]waiting(nil), rt.late.w...)
-	slices.SortFunc(late, func(a, b waiting) int { return cmpInt(int64(a.seq), int64(b.seq)) })
-	e.scratch = append(e.scratch, late...)
+	n := len(e.scratch)
+	e.scratch = append(e.scratch, rt.late.w...)
+	slices.SortFunc(e.scratch[n:], func(a, b waiting) int { return cmpInt(int64(a.seq), int64(b.seq)) })
 	for _, w := range e.scratch {
 		r := &e.reqs[w.req]
 		v.Queue = append(v.Queue, policy.Item{Size: r.size, Exec: time.Duration(r.pred), Waited: time.Duration(e.now - r.enq)})
