@@ -51,6 +51,7 @@ func newBenchQueueCmd() *cobra.Command {
 			return rep.WriteTable(cmd.OutOrStdout())
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("bench queue: %v", err) })
 	f := cmd.Flags()
 	f.DurationVar(&opts.Duration, "duration", 5*time.Second, "length of each case, warm-up (a tenth, at most 1s) included")
 	f.BoolVar(&asJSON, "json", false, `print {"results":[{"queue","scenario","p50_us","p99_us","max_us","background_per_s"}]}`)

@@ -33,8 +33,13 @@ func (p *Pool[T]) work(ctx context.Context, reserve bool) {
 		}
 		p.becomeBusy(ctx, reserve)
 		cur = p.apply(tid, cur, p.busyParams(priority, reserve))
-		p.process(ctx, item)
+		err := p.safeHandle(ctx, item)
+		// Back at the idle priority before touching the queue's lock: a
+		// worker then never holds that lock at a background priority,
+		// where the kernel could preempt it for long and stall a critical
+		// worker behind it (Go's mutex has no priority inheritance).
 		cur = p.apply(tid, cur, p.idleParams(reserve))
+		p.settle(item, err)
 		if p.becomeIdle(reserve) {
 			return
 		}
@@ -117,11 +122,12 @@ func (p *Pool[T]) fallBack(err error) {
 	})
 }
 
-// process runs the handler and settles the item with the queue the way
-// client-go controllers do.
-func (p *Pool[T]) process(ctx context.Context, item T) {
+// settle tells the queue how the handler did, the way client-go
+// controllers do: retry with backoff on error, forget on success, Done
+// always.
+func (p *Pool[T]) settle(item T, err error) {
 	defer p.q.Done(item)
-	if err := p.safeHandle(ctx, item); err != nil {
+	if err != nil {
 		p.retry(item, err)
 		return
 	}
