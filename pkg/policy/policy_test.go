@@ -252,3 +252,33 @@ func TestPanicScalesUpOnABurstButNotOnNoise(t *testing.T) {
 		}
 	}
 }
+
+// Cypress section 3 (chained prediction): the downstream function is sized
+// for the input sizes the upstream function's output-size model predicts,
+// not for the first function's sizes.
+func TestChainedPredictionSizesDownstreamFromPredictedOutputs(t *testing.T) {
+	target := func(outFactor float64) int {
+		s := spec(FunctionSpec{Name: "a", SLO: 500 * ms, SizeSensitive: true},
+			FunctionSpec{Name: "b", SLO: 500 * ms, SizeSensitive: true})
+		p := mustNew(t, "isbatch", s)
+		rng := rand.New(rand.NewPCG(2, 2))
+		views := make([]View, 2)
+		out := make([]Decision, 2)
+		p.Plan(t0, views, out)
+		for w := range 5 {
+			for range 1000 {
+				x := 1 + 99*rng.Float64()
+				p.Arrive(t0, 0, x, Counts{})
+				y := outFactor * x
+				_ = p.Complete(0, x, 50*ms, y)
+				_ = p.Complete(1, y, time.Duration(y*float64(ms)), 1)
+			}
+			p.Plan(t0.Add(time.Duration(w+1)*10*time.Second), views, out)
+		}
+		return out[1].Add
+	}
+	small, large := target(0.5), target(4)
+	if large <= 2*small {
+		t.Fatalf("downstream sized %d when outputs are 4x inputs, %d when 0.5x", large, small)
+	}
+}
