@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -179,6 +180,10 @@ func (e *engine) onArrival() {
 	req.id = e.arrivals
 	req.arrival = e.now
 	req.size = e.cfg.Dist.Sample(e.sizeRng, e.cfg.App.MinSize, e.cfg.App.MaxSize)
+	if !(req.size > 0) || math.IsInf(req.size, 0) {
+		e.err = fmt.Errorf("%w: distribution %q drew input size %v", ErrBadConfig, e.cfg.Dist.Name(), req.size)
+		return
+	}
 	e.arrivals++
 	e.inFlight++
 	e.enqueue(0, r)
@@ -311,7 +316,7 @@ func (e *engine) advanceRequest(r int32, fn int32) {
 	f := &e.fns[fn].f
 	out := f.Output(req.size, e.outRng)
 	if err := e.pol.Complete(int(fn), req.size, time.Duration(req.exec), out); err != nil {
-		e.err = fmt.Errorf("%w: policy rejected a sample: %w", ErrInvariant, err)
+		e.err = fmt.Errorf("%w: app %q function %q produced an unusable sample: %w", ErrBadConfig, e.cfg.App.Name, f.Name, err)
 		return
 	}
 	if int(fn)+1 < len(e.fns) {

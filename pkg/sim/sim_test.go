@@ -100,6 +100,12 @@ func (d expSizes) Sample(rng *rand.Rand, _, _ float64) float64 {
 	return max(1e-6, rng.ExpFloat64()*d.mean)
 }
 
+// fixedSize draws the same size every time, even an invalid one.
+type fixedSize float64
+
+func (fixedSize) Name() string                                  { return "fixed" }
+func (f fixedSize) Sample(*rand.Rand, float64, float64) float64 { return float64(f) }
+
 func erlangCWait(c int, lambda, mu float64) float64 {
 	a := lambda / mu
 	rho := a / float64(c)
@@ -187,6 +193,17 @@ func TestBadConfigIsRejected(t *testing.T) {
 		}
 	}
 	cfg := good
+	cfg.Dist = fixedSize(-1)
+	if _, err := Run(cfg); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("negative sizes: err = %v, want ErrBadConfig", err)
+	}
+	cfg = good
+	cfg.App.Chain = []workload.Function{{Name: "nan", ExecMean: func(float64) time.Duration { return time.Millisecond },
+		OutputMean: func(float64) float64 { return math.NaN() }}}
+	if _, err := Run(cfg); !errors.Is(err, ErrBadConfig) {
+		t.Errorf("NaN output sizes: err = %v, want ErrBadConfig", err)
+	}
+	cfg = good
 	cfg.Policy = "lambda"
 	if _, err := Run(cfg); !errors.Is(err, policy.ErrUnknownPolicy) {
 		t.Errorf("unknown policy: err = %v", err)
