@@ -242,7 +242,11 @@ func (c *core) countArrival(size float64) {
 
 // bin maps an input size to its bin; sizes outside the range clamp.
 func (c *core) bin(size float64) int {
-	x := (size - c.spec.MinSize) / (c.spec.MaxSize - c.spec.MinSize) * sizeBins
+	width := c.spec.MaxSize - c.spec.MinSize
+	if width <= 0 || math.IsNaN(size) {
+		return 0
+	}
+	x := (size - c.spec.MinSize) / width * sizeBins
 	return min(sizeBins-1, max(0, int(x)))
 }
 
