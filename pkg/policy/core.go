@@ -247,7 +247,7 @@ func (c *core) bin(size float64) int {
 		return 0
 	}
 	x := (size - c.spec.MinSize) / width * sizeBins
-	return min(sizeBins-1, max(0, int(x)))
+	return int(min(sizeBins-1, max(0, x))) // clamp before converting: int(+Inf) is undefined
 }
 
 // binCenter is the middle input size of bin i.
