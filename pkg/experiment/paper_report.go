@@ -30,6 +30,19 @@ func changeClaim(c cond, m metric, ref ...string) func(index, string) string {
 	}
 }
 
+// containersClaim shows the change in containers spawned (the paper's
+// measure) and in mean live containers (which does not count churn).
+func containersClaim(c cond, ref ...string) func(index, string) string {
+	return func(ix index, p string) string {
+		spawned := changeClaim(c, containers, ref...)(ix, p)
+		live := changeClaim(c, avgLive, ref...)(ix, p)
+		if spawned == na {
+			return na
+		}
+		return spawned + " spawned, " + live + " live"
+	}
+}
+
 // sloClaim shows the subject's mean compliance against each reference's.
 func sloClaim(c cond, ref ...string) func(index, string) string {
 	return func(ix index, p string) string {
@@ -89,25 +102,25 @@ func paperClaims() []claim {
 	lgHeavy := cond{apps: allApps, dists: heavy, traces: largeOnly}
 	lgLight := cond{apps: allApps, dists: light, traces: largeOnly}
 	return []claim{
-		{"Fig. 1a", "heavy, all apps, stable: IS Batch containers vs No Batch (Atoll)", "-30%", "isbatch", changeClaim(stableCond(allApps, heavy), containers, "atoll")},
+		{"Fig. 1a", "heavy, all apps, stable: IS Batch containers vs No Batch (Atoll)", "-30%", "isbatch", containersClaim(stableCond(allApps, heavy), "atoll")},
 		{"Fig. 1a", "heavy, all apps, stable: SLO compliance", "IS Batch 99.57% vs 99.99%", "isbatch", sloClaim(stableCond(allApps, heavy), "atoll")},
-		{"Fig. 1b", "light, all apps, stable: IS Batch containers vs No Batch (Atoll)", "-41%", "isbatch", changeClaim(stableCond(allApps, light), containers, "atoll")},
-		{"Fig. 1b", "light, all apps, stable: Static Batch (Kraken) containers vs IS Batch", "-13%", "kraken", changeClaim(stableCond(allApps, light), containers, "isbatch")},
+		{"Fig. 1b", "light, all apps, stable: IS Batch containers vs No Batch (Atoll)", "-41%", "isbatch", containersClaim(stableCond(allApps, light), "atoll")},
+		{"Fig. 1b", "light, all apps, stable: Static Batch (Kraken) containers vs IS Batch", "-13%", "kraken", containersClaim(stableCond(allApps, light), "isbatch")},
 		{"Fig. 1b", "light, all apps, stable: SLO compliance", "IS Batch 99.35%, IS(Batch+RR) 99.98%, No Batch 99.99%, Static 97.78%", "isbatch", sloClaim(stableCond(allApps, light), "cypress", "atoll", "kraken")},
-		{"Fig. 11a", "Image Compression, heavy, stable: containers vs Atoll", "-43%", "cypress", changeClaim(stableCond(ic, heavy), containers, "atoll")},
-		{"Fig. 11b", "Image Compression, light, stable: containers vs Atoll", "-66%", "cypress", changeClaim(stableCond(ic, light), containers, "atoll")},
-		{"Fig. 9a", "Sentiment Analysis, heavy, stable: containers vs Kraken/Fifer", "-34%", "cypress", changeClaim(stableCond(sa, heavy), containers, kf...)},
+		{"Fig. 11a", "Image Compression, heavy, stable: containers vs Atoll", "-43%", "cypress", containersClaim(stableCond(ic, heavy), "atoll")},
+		{"Fig. 11b", "Image Compression, light, stable: containers vs Atoll", "-66%", "cypress", containersClaim(stableCond(ic, light), "atoll")},
+		{"Fig. 9a", "Sentiment Analysis, heavy, stable: containers vs Kraken/Fifer", "-34%", "cypress", containersClaim(stableCond(sa, heavy), kf...)},
 		{"Fig. 9a", "Sentiment Analysis, heavy, stable: SLO compliance", "same as Kraken/Fifer", "cypress", sloClaim(stableCond(sa, heavy), kf...)},
-		{"Fig. 11c", "Image Compression, medial, stable: containers vs Kraken/Fifer", "+9%", "cypress", changeClaim(stableCond(ic, medial), containers, kf...)},
+		{"Fig. 11c", "Image Compression, medial, stable: containers vs Kraken/Fifer", "+9%", "cypress", containersClaim(stableCond(ic, medial), kf...)},
 		{"Fig. 11c", "Image Compression, medial, stable: SLO compliance", "99.99% vs 98.05%", "cypress", sloClaim(stableCond(ic, medial), kf...)},
 		{"Figs. 12-13", "chain apps, all distributions, stable: SLO compliance", "≥ 99.97%", "cypress", minSLOClaim(stableCond(chainApps, allDists))},
-		{"Fig. 13b", "Audio Translation, light, stable: containers vs Atoll", "-33%", "cypress", changeClaim(stableCond(at, light), containers, "atoll")},
-		{"Fig. 12a", "Email Categorization, heavy, stable: containers vs Fifer", "-30%", "cypress", changeClaim(stableCond(ec, heavy), containers, "fifer")},
-		{"Fig. 12b", "Email Categorization, light, stable: containers vs Fifer", "+8%", "cypress", changeClaim(stableCond(ec, light), containers, "fifer")},
+		{"Fig. 13b", "Audio Translation, light, stable: containers vs Atoll", "-33%", "cypress", containersClaim(stableCond(at, light), "atoll")},
+		{"Fig. 12a", "Email Categorization, heavy, stable: containers vs Fifer", "-30%", "cypress", containersClaim(stableCond(ec, heavy), "fifer")},
+		{"Fig. 12b", "Email Categorization, light, stable: containers vs Fifer", "+8%", "cypress", containersClaim(stableCond(ec, light), "fifer")},
 		{"Fig. 12b", "Email Categorization, light, stable: SLO compliance", "99.97% vs 99.13%", "cypress", sloClaim(stableCond(ec, light), "fifer")},
-		{"Fig. 13a", "Audio Translation, heavy, stable: containers vs Kraken", "-21%", "cypress", changeClaim(stableCond(at, heavy), containers, "kraken")},
+		{"Fig. 13a", "Audio Translation, heavy, stable: containers vs Kraken", "-21%", "cypress", containersClaim(stableCond(at, heavy), "kraken")},
 		{"Fig. 13a", "Audio Translation, heavy, stable: SLO compliance", "99.98% vs 99.31%", "cypress", sloClaim(stableCond(at, heavy), "kraken")},
-		{"§6.1.2", "all apps and distributions, stable: containers vs Atoll", "-40% on average", "cypress", changeClaim(stableCond(allApps, allDists), containers, "atoll")},
+		{"§6.1.2", "all apps and distributions, stable: containers vs Atoll", "-40% on average", "cypress", containersClaim(stableCond(allApps, allDists), "atoll")},
 		{"Fig. 14", "all apps and distributions, stable: mean response time vs Atoll", "+4%", "cypress", changeClaim(stableCond(allApps, allDists), response, "atoll")},
 		{"Fig. 14", "all apps and distributions, stable: mean response time vs Fifer, Kraken, IS Batch", "-15%, -10%, -6%", "cypress", multiChange(stableCond(allApps, allDists), response, "fifer", "kraken", "isbatch")},
 		{"Fig. 15", "all apps and distributions, stable: worst p99 against the SLO", "Cypress and Atoll within SLO; Kraken/Fifer +50%", "cypress", p99Claim(stableCond(allApps, allDists))},
@@ -117,11 +130,11 @@ func paperClaims() []claim {
 		{"Fig. 17a", "all apps, heavy, stable: energy vs Atoll", "-19%", "cypress", changeClaim(stableCond(allApps, heavy), energy, "atoll")},
 		{"Fig. 17b", "all apps, light, stable: energy vs Atoll", "-22%", "cypress", changeClaim(stableCond(allApps, light), energy, "atoll")},
 		{"Fig. 17a", "all apps, heavy, stable: energy vs Kraken, Fifer", "-23%, -19%", "cypress", multiChange(stableCond(allApps, heavy), energy, "kraken", "fifer")},
-		{"Fig. 18a", "Twitter (peak 250 rps, 288 cores), heavy, all apps: containers vs Atoll", "-34%", "cypress", changeClaim(twHeavy, containers, "atoll")},
+		{"Fig. 18a", "Twitter (peak 250 rps, 288 cores), heavy, all apps: containers vs Atoll", "-34%", "cypress", containersClaim(twHeavy, "atoll")},
 		{"Fig. 18a", "Twitter (peak 250 rps, 288 cores), heavy, all apps: SLO compliance", "99.72% vs Atoll/Kraken/Fifer 97.46%, IS Batch 97.65%", "cypress", sloClaim(twHeavy, "atoll", "kraken", "fifer", "isbatch")},
 		{"Fig. 18b", "Twitter (peak 250 rps, 288 cores), light, all apps: SLO compliance", "99.91%", "cypress", sloClaim(twLight)},
 		{"Table 4", "Twitter (peak 250 rps), heavy and light: worst p99 against the SLO", "Cypress within SLO; Atoll +57%, Kraken/Fifer +89%, IS Batch +55%", "cypress", p99Claim(cond{apps: allApps, dists: []string{"heavy", "light"}, traces: realTwit})},
-		{"Fig. 18a (large)", "Twitter peak 5450 rps, 6384 cores, heavy: containers vs Atoll", "-34%", "cypress", changeClaim(lgHeavy, containers, "atoll")},
+		{"Fig. 18a (large)", "Twitter peak 5450 rps, 6384 cores, heavy: containers vs Atoll", "-34%", "cypress", containersClaim(lgHeavy, "atoll")},
 		{"Fig. 18a (large)", "Twitter peak 5450 rps, 6384 cores, heavy: SLO compliance", "99.72%", "cypress", sloClaim(lgHeavy, "atoll", "kraken", "fifer", "isbatch")},
 		{"Fig. 18b (large)", "Twitter peak 5450 rps, 6384 cores, light: SLO compliance", "99.91%", "cypress", sloClaim(lgLight)},
 	}
@@ -279,6 +292,11 @@ func paperFigures(ix index, policies []string) []report.Figure {
 			distFigure(set.file+"-containers.png", "Containers spawned against Atoll — "+set.what, "% change (lower is fewer)", without(policies, "atoll"),
 				func(c cond, p string) (float64, bool) {
 					v, ok := ix.change(c, containers, p, "atoll")
+					return 100 * v, ok
+				}, set.traces),
+			distFigure(set.file+"-live.png", "Mean live containers against Atoll — "+set.what, "% change (lower is fewer)", without(policies, "atoll"),
+				func(c cond, p string) (float64, bool) {
+					v, ok := ix.change(c, avgLive, p, "atoll")
 					return 100 * v, ok
 				}, set.traces),
 			distFigure(set.file+"-slo.png", "SLO misses — "+set.what, "% of requests over the SLO", policies,
