@@ -102,7 +102,7 @@ type RTResourceSpec struct {
 	// template's labels, must not be empty, and cannot change.
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must not be empty"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="selector is immutable"
-	Selector metav1.LabelSelector `json:"selector"`
+	Selector LabelSelector `json:"selector"`
 
 	// Template is the pod that will be created.
 	Template corev1.PodTemplateSpec `json:"template"`

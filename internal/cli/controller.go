@@ -1,18 +1,89 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"gantry.dev/gantry/pkg/rtcontroller"
+	"gantry.dev/gantry/pkg/rtqueue"
 )
 
-// Placeholder: replaced by the issue that builds "gantry controller".
+type controllerFlags struct {
+	kubeconfig string
+	app        rtcontroller.AppConfig
+}
+
+func (f *controllerFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	a := &f.app
+	def := rtqueue.DefaultPoolConfig()
+	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster config")
+	fs.StringVar(&a.Options.Namespace, "namespace", "", "only reconcile RTResources in this namespace (default: all)")
+	fs.StringVar(&a.QueueKind, "queue", rtcontroller.QueueRT, `work queue: "rtqueue" (priority-preemptive engine) or "fifo" (client-go workqueue, the vanilla ablation)`)
+	fs.IntVar(&a.FIFOWorkers, "fifo-workers", rtcontroller.FIFOWorkers, "workers for --queue=fifo")
+	fs.IntVar(&a.Pool.Min, "min-workers", def.Min, "rtqueue: workers kept alive")
+	fs.IntVar(&a.Pool.Max, "max-workers", def.Max, "rtqueue: most workers")
+	fs.IntVar(&a.Pool.IdleThreshold, "idle-threshold", def.IdleThreshold, "rtqueue: spawn a worker when fewer are idle")
+	fs.IntVar(&a.Pool.Reserve, "reserve-workers", def.Reserve, "rtqueue: workers that only take keys at or above --reserve-floor")
+	fs.IntVar(&a.Pool.ReserveFloor, "reserve-floor", def.ReserveFloor, "rtqueue: lowest criticality the reserve workers take")
+	fs.BoolVar(&a.Pool.RealTime, "realtime", def.RealTime, "rtqueue: run workers SCHED_FIFO (needs CAP_SYS_NICE; falls back to nice values)")
+	fs.Float32Var(&a.Options.QPS, "kube-api-qps", 50, "reconcile client: requests per second")
+	fs.IntVar(&a.Options.Burst, "kube-api-burst", 100, "reconcile client: burst")
+	fs.StringVar(&a.HTTPAddress, "http-address", ":8080", "address for /healthz, /readyz and /metrics; empty disables")
+	fs.BoolVar(&a.LeaderElect, "leader-elect", false, "take a Lease before reconciling, so only one replica is active")
+	fs.StringVar(&a.Leader.Namespace, "leader-election-namespace", "gantry-system", "namespace of the Lease")
+	fs.StringVar(&a.Leader.Name, "leader-election-id", "gantry-controller", "name of the Lease")
+	fs.StringVar(&a.Leader.Identity, "leader-election-identity", "", "this replica's identity (default: hostname plus a random suffix)")
+	fs.DurationVar(&a.Leader.LeaseDuration, "lease-duration", 8*time.Second, "how long a lease lasts without renewal")
+	fs.DurationVar(&a.Leader.RenewDeadline, "renew-deadline", 5*time.Second, "how long the leader retries renewing before giving up")
+	fs.DurationVar(&a.Leader.RetryPeriod, "retry-period", time.Second, "interval between lease attempts")
+}
+
+func (f *controllerFlags) validate() error {
+	a := &f.app
+	switch {
+	case a.QueueKind != rtcontroller.QueueRT && a.QueueKind != rtcontroller.QueueFIFO:
+		return usagef("--queue must be %q or %q, got %q", rtcontroller.QueueRT, rtcontroller.QueueFIFO, a.QueueKind)
+	case a.FIFOWorkers < 1:
+		return usagef("--fifo-workers must be at least 1, got %d", a.FIFOWorkers)
+	case a.Options.QPS <= 0 || a.Options.Burst < 1:
+		return usagef("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", a.Options.QPS, a.Options.Burst)
+	case a.LeaderElect && !(a.Leader.RetryPeriod < a.Leader.RenewDeadline && a.Leader.RenewDeadline < a.Leader.LeaseDuration):
+		return usagef("need --retry-period < --renew-deadline < --lease-duration, got %v, %v, %v",
+			a.Leader.RetryPeriod, a.Leader.RenewDeadline, a.Leader.LeaseDuration)
+	}
+	return nil
+}
+
 func newControllerCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "controller",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("controller: not built yet")
+	var f controllerFlags
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the RTResource controller on the priority-preemptive engine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+			if err != nil {
+				return fmt.Errorf("load kubeconfig: %w", err)
+			}
+			if f.app.Leader.Identity == "" {
+				host, _ := os.Hostname()
+				f.app.Leader.Identity = host + "_" + string(uuid.NewUUID())
+			}
+			f.app.Options.Config = cfg
+			f.app.Options.Logger = slog.Default()
+			return rtcontroller.RunApp(cmd.Context(), f.app)
 		},
 	}
+	f.register(cmd)
+	return cmd
 }

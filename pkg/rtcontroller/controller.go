@@ -201,7 +201,20 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.startInformers(ctx); err != nil {
 		return err
 	}
-	return c.engine.Run(ctx, c.reconcile)
+	return c.engine.Run(ctx, c.boundTo(ctx))
+}
+
+// boundTo cancels in-flight reconciles when ctx ends. An engine may drain its
+// queue on shutdown, but a replica that lost its lease must stop writing at
+// once: the new leader is already acting on the same objects.
+func (c *Controller) boundTo(ctx context.Context) Handler {
+	return func(hctx context.Context, key Key) error {
+		hctx, cancel := context.WithCancel(hctx)
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		return c.reconcile(hctx, key)
+	}
 }
 
 // startInformers fills the caches. Standby replicas do this too, so a new

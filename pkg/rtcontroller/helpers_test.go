@@ -19,7 +19,7 @@ func testRT(replicas int32) *gantryv1.RTResource {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc", UID: "rt-uid", Generation: 1},
 		Spec: gantryv1.RTResourceSpec{
 			Replicas: ptr.To(replicas),
-			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "svc"}},
+			Selector: gantryv1.LabelSelector{MatchLabels: map[string]gantryv1.LabelValue{"app": "svc"}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "svc"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img:1"}}},

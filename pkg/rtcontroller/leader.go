@@ -17,7 +17,8 @@ import (
 var ErrLeadershipLost = errors.New("rtcontroller: leader lease lost")
 
 // LeaderElection configures leader election on a Lease. The defaults bound a
-// crash failover by LeaseDuration+RetryPeriod = 12 s.
+// crash failover by LeaseDuration + RetryPeriod (with client-go's 1.2 jitter
+// factor on the retry) to about 10 s.
 type LeaderElection struct {
 	Namespace     string // default "gantry-system"
 	Name          string // default "gantry-controller"
@@ -43,13 +44,13 @@ func (le LeaderElection) withDefaults() LeaderElection {
 		le.Name = "gantry-controller"
 	}
 	if le.LeaseDuration <= 0 {
-		le.LeaseDuration = 10 * time.Second
+		le.LeaseDuration = 8 * time.Second
 	}
 	if le.RenewDeadline <= 0 {
-		le.RenewDeadline = 7 * time.Second
+		le.RenewDeadline = 5 * time.Second
 	}
 	if le.RetryPeriod <= 0 {
-		le.RetryPeriod = 2 * time.Second
+		le.RetryPeriod = time.Second
 	}
 	return le
 }
@@ -102,7 +103,7 @@ func (c *Controller) newElector(le LeaderElection) (*leaderelection.LeaderElecto
 func (c *Controller) lead(ctx context.Context) {
 	c.setLeader(true)
 	c.log.Info("became leader; reconciling")
-	if err := c.engine.Run(ctx, c.reconcile); err != nil {
+	if err := c.engine.Run(ctx, c.boundTo(ctx)); err != nil {
 		c.log.Error("engine stopped", "err", err)
 	}
 }

@@ -33,6 +33,9 @@ const (
 
 // reconcile is the Handler the engine calls for each key.
 func (c *Controller) reconcile(ctx context.Context, key Key) error {
+	if err := ctx.Err(); err != nil {
+		return err // shutting down: leave the key to the next leader
+	}
 	start := c.clock.Now()
 	outcome, err := c.sync(ctx, key)
 	c.metrics.duration.Observe(c.clock.Since(start).Seconds())
@@ -95,7 +98,7 @@ func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.
 
 // derive computes what a reconcile needs from the spec alone.
 func (c *Controller) derive(rt *gantryv1.RTResource) (hash, selector string, err error) {
-	sel, err := metav1.LabelSelectorAsSelector(&rt.Spec.Selector)
+	sel, err := metav1.LabelSelectorAsSelector(rt.Spec.Selector.AsMetav1())
 	if err != nil {
 		return "", "", fmt.Errorf("spec.selector: %w", err)
 	}

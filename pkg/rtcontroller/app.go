@@ -1,0 +1,84 @@
+package rtcontroller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/tools/leaderelection"
+
+	"gantry.dev/gantry/pkg/rtqueue"
+)
+
+// AppConfig is everything "gantry controller" wires together.
+type AppConfig struct {
+	Options     Options // Engine and Registerer are filled in by RunApp
+	QueueKind   string
+	FIFOWorkers int
+	Pool        rtqueue.PoolConfig
+	HTTPAddress string // /healthz, /readyz, /metrics; "" disables
+	LeaderElect bool
+	Leader      LeaderElection
+}
+
+// RunApp runs the controller with its HTTP endpoints until ctx ends.
+func RunApp(ctx context.Context, cfg AppConfig) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	engine, err := NewEngine(cfg.QueueKind, cfg.FIFOWorkers, cfg.Pool, reg)
+	if err != nil {
+		return err
+	}
+	if cfg.QueueKind == QueueRT && os.Getenv("GOMAXPROCS") == "" {
+		// A thread-locked worker needs a P to run; see rtqueue's docs.
+		runtime.GOMAXPROCS(rtqueue.RecommendedGOMAXPROCS(cfg.Pool, runtime.NumCPU()))
+	}
+	opts := cfg.Options
+	opts.Engine, opts.Registerer = engine, reg
+	c, err := New(opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var checks []HealthCheck
+	if cfg.LeaderElect {
+		cfg.Leader.Watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		checks = append(checks, cfg.Leader.Watchdog.Check)
+	}
+	serveErr := make(chan error, 1)
+	if cfg.HTTPAddress != "" {
+		go func() {
+			err := Serve(ctx, cfg.HTTPAddress, c.Handler(reg, checks...))
+			serveErr <- err
+			if err != nil {
+				cancel(err)
+			}
+		}()
+	} else {
+		serveErr <- nil
+	}
+	runErr := run(ctx, c, cfg)
+	cancel(nil)
+	return errors.Join(runErr, ignoreClosed(<-serveErr))
+}
+
+func run(ctx context.Context, c *Controller, cfg AppConfig) error {
+	if cfg.LeaderElect {
+		return c.RunLeaderElected(ctx, cfg.Leader)
+	}
+	return c.Run(ctx)
+}
+
+func ignoreClosed(err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("http server: %w", err)
+}
