@@ -126,6 +126,19 @@ func TestRunStopsAtTheFirstFailureAndNamesTheJob(t *testing.T) {
 	}
 }
 
+func TestRunTurnsAPanicIntoAnErrorNamingTheRun(t *testing.T) {
+	panicky := func(cfg sim.Config) (sim.Result, error) {
+		if cfg.Policy == "fifer" {
+			panic("index out of range")
+		}
+		return fakeSim(cfg)
+	}
+	_, err := Run(context.Background(), smallJobs(t, policy.Names()), Options{Workers: 2, Simulate: panicky})
+	if !errors.Is(err, ErrSimPanicked) || !strings.Contains(err.Error(), "/fifer: ") || !strings.Contains(err.Error(), "index out of range") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestRunHonoursCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -16,8 +16,12 @@ import (
 	"gantry.dev/gantry/pkg/sim"
 )
 
-// ErrNoJobs is returned when there is nothing to run.
-var ErrNoJobs = errors.New("no simulations to run")
+var (
+	// ErrNoJobs is returned when there is nothing to run.
+	ErrNoJobs = errors.New("no simulations to run")
+	// ErrSimPanicked wraps a panic raised inside a simulation: a bug.
+	ErrSimPanicked = errors.New("simulation panicked")
+)
 
 // Job is one simulation and the labels its record carries.
 type Job struct {
@@ -124,7 +128,7 @@ func runOne(job Job, simulate func(sim.Config) (sim.Result, error), bar *progres
 		reported = done
 	}
 	start := time.Now()
-	res, err := simulate(cfg)
+	res, err := simulateSafely(simulate, cfg)
 	if err != nil {
 		return report.Record{}, fmt.Errorf("%s/%s/%s/%s: %w", cfg.App.Name, cfg.Dist.Name(), label(job), cfg.Policy, err)
 	}
@@ -137,6 +141,17 @@ func runOne(job Job, simulate func(sim.Config) (sim.Result, error), bar *progres
 		rec.WallS = time.Since(start).Seconds()
 	}
 	return rec, nil
+}
+
+// simulateSafely turns a panic inside one simulation into an error, so that
+// a bug in one run names its run instead of killing the whole matrix.
+func simulateSafely(simulate func(sim.Config) (sim.Result, error), cfg sim.Config) (res sim.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrSimPanicked, r)
+		}
+	}()
+	return simulate(cfg)
 }
 
 func label(job Job) string {
