@@ -72,7 +72,10 @@ func (p *Packer) Reset(backlogs []time.Duration, newBacklog time.Duration, capac
 func (p *Packer) Place(it Item) int {
 	limit := int64(it.Deadline - it.Exec)
 	rel, exec := int64(it.Release), int64(it.Exec)
-	if i := p.first(limit); i >= 0 {
+	// A container fits if it starts the item by limit; it starts at the
+	// later of its backlog and the release, so a release past limit fits
+	// nowhere.
+	if i := p.first(limit); i >= 0 && rel <= limit {
 		p.set(i, max(p.tree[p.size+i], rel)+exec)
 		return i
 	}
