@@ -140,6 +140,9 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return asUsage(err)
 	}
+	if err := prepareOut(f); err != nil {
+		return err
+	}
 	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
 	if err != nil {
 		return err
@@ -180,6 +183,9 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return asUsage(err)
 	}
+	if err := prepareOut(f); err != nil {
+		return err
+	}
 	start := time.Now()
 	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
 	if err != nil {
@@ -204,6 +210,14 @@ func paperPlan(cmd *cobra.Command, f *simFlags) (experiment.PaperPlan, error) {
 		plan.ColdStart = f.coldStart
 	}
 	return plan, nil
+}
+
+// prepareOut fails fast on an unusable --out before any simulation runs.
+func prepareOut(f *simFlags) error {
+	if f.out == "" {
+		return nil
+	}
+	return report.PrepareDir(f.out)
 }
 
 // emit writes the files, then either the JSON object or a table to stdout;

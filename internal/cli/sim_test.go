@@ -37,11 +37,16 @@ func TestSimBadInputGivesAClearErrorAndNonZeroExit(t *testing.T) {
 	if err := os.WriteFile(badCSV, []byte("second,count\n0,5\n1,five\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	notADir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		code int
 		want string
 	}{
+		{[]string{"--out", filepath.Join(notADir, "out")}, 1, "not a directory"},
 		{[]string{"--app", "tetris"}, 2, `unknown app "tetris"`},
 		{[]string{"--dist", "bimodal"}, 2, `unknown input-size distribution "bimodal"`},
 		{[]string{"--trace", "zipf"}, 2, `unknown trace "zipf"`},

@@ -200,6 +200,16 @@ func TestWriteDirFailsCleanlyOnUnwritableDir(t *testing.T) {
 	if err := WriteDir(filepath.Join(file, "sub"), Document{Records: sampleRecords()}); err == nil {
 		t.Error("WriteDir into a path under a regular file succeeded")
 	}
+	if err := PrepareDir(filepath.Join(file, "sub")); err == nil {
+		t.Error("PrepareDir under a regular file succeeded")
+	}
+	dir := filepath.Join(t.TempDir(), "new")
+	if err := PrepareDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != PlotsDir {
+		t.Errorf("PrepareDir left %v behind", entries)
+	}
 }
 
 func TestGroupRecordsKeepsOrderAndSplitsByCondition(t *testing.T) {

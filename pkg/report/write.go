@@ -17,6 +17,20 @@ const (
 	PlotsDir     = "plots"
 )
 
+// PrepareDir creates dir and checks that files can be written in it, so that
+// a long experiment does not fail only at the end.
+func PrepareDir(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, PlotsDir), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".gantry-write-check-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	return errors.Join(f.Close(), os.Remove(name))
+}
+
 // WriteDir writes results.csv, results.json, plots/*.png and report.md into
 // dir, creating it if needed.
 func WriteDir(dir string, doc Document) error {
