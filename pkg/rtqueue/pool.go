@@ -128,6 +128,9 @@ type Pool[T comparable] struct {
 
 // NewPool prepares a pool; Run starts it. A bad config is reported by Run.
 func NewPool[T comparable](q *Queue[T], h Handler[T], cfg PoolConfig) *Pool[T] {
+	if q == nil {
+		return &Pool[T]{cfgErr: fmt.Errorf("%w: nil queue", ErrInvalidConfig)}
+	}
 	cfg = cfg.withDefaults()
 	p := &Pool[T]{q: q, handle: h, cfg: cfg, cfgErr: cfg.validate(), log: cfg.Logger,
 		metrics: newPoolMetrics(q.name, q.metricsRegisterer), allGone: make(chan struct{})}
@@ -188,7 +191,9 @@ type PoolStats struct {
 // Total is every live worker.
 func (s PoolStats) Total() int { return s.GeneralIdle + s.GeneralBusy + s.ReserveIdle + s.ReserveBusy }
 
-// Stats reports the current worker counts.
+// Stats reports the current worker counts. The reserve's split is read
+// without the pool lock, so a snapshot taken while a reserve worker changes
+// state may show it neither busy nor idle for an instant.
 func (p *Pool[T]) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()

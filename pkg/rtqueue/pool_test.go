@@ -134,6 +134,9 @@ func TestPoolRunRejectsBadConfig(t *testing.T) {
 	if err := NewPool[string](q, nil, PoolConfig{}).Run(context.Background()); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("nil handler: Run = %v, want ErrInvalidConfig", err)
 	}
+	if err := NewPool(nil, func(context.Context, string) error { return nil }, PoolConfig{}).Run(context.Background()); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("nil queue: Run = %v, want ErrInvalidConfig", err)
+	}
 }
 
 func TestPoolRunTwiceFails(t *testing.T) {

@@ -238,7 +238,8 @@ func (q *Queue[T]) getAtLeast(floor int, p parker) (item T, priority int, shutdo
 	for {
 		now := q.clock.Now()
 		if e := q.waiting.pick(floor, q.aging, now); e != nil {
-			return e.item, e.priority, q.lockedHandOut(e, now)
+			q.lockedHandOut(e, now)
+			return e.item, e.priority, false
 		}
 		if q.shutting {
 			var zero T
@@ -251,16 +252,14 @@ func (q *Queue[T]) getAtLeast(floor int, p parker) (item T, priority int, shutdo
 	}
 }
 
-// lockedHandOut moves e from waiting to active; it returns false (not shut
-// down) so getAtLeast can return it directly.
-func (q *Queue[T]) lockedHandOut(e *entry[T], now time.Time) bool {
+// lockedHandOut moves e from waiting to active.
+func (q *Queue[T]) lockedHandOut(e *entry[T], now time.Time) {
 	q.waiting.remove(e)
 	delete(q.queued, e.item)
 	b := bandOf(e.priority)
 	q.metrics.depth[b].Dec()
 	q.metrics.wait[b].Observe(now.Sub(e.enqueued).Seconds())
 	q.active[e.item] = &inflight[T]{priority: e.priority, started: now}
-	return false
 }
 
 // Done marks item finished. If it was added again while processing, it is

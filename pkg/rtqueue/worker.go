@@ -57,10 +57,12 @@ func (p *Pool[T]) exited() {
 // worker gets one fixed nice value for life, because an unprivileged
 // thread may raise its nice value but never lower it again.
 func (p *Pool[T]) enter(tid int, reserve bool) SchedParams {
-	var none SchedParams
-	none.Nice = -1 // differs from any value set, so the first apply runs
-	return p.apply(tid, none, p.idleParams(reserve))
+	return p.apply(tid, unknownParams, p.idleParams(reserve))
 }
+
+// unknownParams stands for a thread's inherited, unknown parameters; it
+// equals nothing the pool sets, so the first apply always calls the kernel.
+var unknownParams = SchedParams{Policy: -1}
 
 func (p *Pool[T]) idleParams(reserve bool) SchedParams {
 	if p.realTime() {
