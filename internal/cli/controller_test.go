@@ -11,7 +11,6 @@ func TestControllerFlagErrorsAreUsageErrors(t *testing.T) {
 		"no fifo workers":       {"--queue=fifo", "--fifo-workers=0"},
 		"zero qps":              {"--kube-api-qps=0"},
 		"lease timing inverted": {"--leader-elect", "--lease-duration=2s", "--renew-deadline=5s"},
-		"positional argument":   {"extra"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
