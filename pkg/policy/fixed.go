@@ -12,6 +12,7 @@ type fixed struct{ n int }
 func (fixed) Name() string                                        { return "fixed" }
 func (fixed) Order() Order                                        { return FIFO }
 func (fixed) Detailed() bool                                      { return false }
+func (fixed) Dedicated() bool                                     { return false }
 func (fixed) Estimate(int, float64) time.Duration                 { return 0 }
 func (fixed) Arrive(time.Time, int, float64, Counts) int          { return 0 }
 func (fixed) Complete(int, float64, time.Duration, float64) error { return nil }

@@ -122,6 +122,10 @@ type Policy interface {
 	Order() Order
 	// Detailed reports whether Plan needs View.Queue, Running and Free.
 	Detailed() bool
+	// Dedicated reports whether every request that finds no idle container
+	// gets a new container of its own and waits for it, never queueing
+	// behind another request (no batching: Atoll, commercial platforms).
+	Dedicated() bool
 	// Estimate predicts the execution time of a request at function fn.
 	Estimate(fn int, size float64) time.Duration
 	// Arrive records a request entering function fn's queue and returns

@@ -15,16 +15,19 @@ type containerState uint8
 const (
 	csFree     containerState = iota // slot unused
 	csStarting                       // in its cold start
-	csIdle                           // warm, in its function's idle deque
+	csIdle                           // warm, in its function's idle pool
 	csBusy                           // running request req
 )
 
 type container struct {
-	fn      int32
-	node    int32
-	req     int32
-	state   containerState
-	fresh   bool // has not served a request since its cold start
+	fn    int32
+	node  int32
+	req   int32
+	state containerState
+	fresh bool // has not served a request since its cold start
+	// bound is the request this starting container was started for, under
+	// a dedicated policy (-1 otherwise): it runs that request when ready.
+	bound   int32
 	spawnAt int64
 	readyAt int64
 	// idleAt is when it became idle; startAt when its request started.

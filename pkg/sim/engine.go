@@ -42,17 +42,18 @@ type fnRuntime struct {
 	// late holds, in arrival order, requests the LeastSlack order found
 	// unable to meet their deadline; they run when queue is empty.
 	late runQueue
-	idle deque
+	idle idlePool
 	lat  latency
 	m    fnMetrics
 }
 
 type engine struct {
-	cfg      Config
-	pol      policy.Policy
-	order    policy.Order
-	detail   bool
-	needPred bool
+	cfg       Config
+	pol       policy.Policy
+	order     policy.Order
+	detail    bool
+	needPred  bool
+	dedicated bool
 
 	fns      []fnRuntime
 	cl       *cluster
@@ -82,6 +83,7 @@ func newEngine(cfg Config, pol policy.Policy) *engine {
 	e := &engine{cfg: cfg, pol: pol, order: pol.Order(), detail: pol.Detailed(),
 		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
 	e.needPred = e.order != policy.FIFO || e.detail
+	e.dedicated = pol.Dedicated()
 	e.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
 	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
 	e.execRng = rand.New(rand.NewPCG(cfg.Seed, 3))
@@ -90,7 +92,8 @@ func newEngine(cfg Config, pol policy.Policy) *engine {
 	var cum int64
 	for i, f := range cfg.App.Chain {
 		cum += int64(slos[i])
-		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: cum, lat: newLatency(slos[i])})
+		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: cum, lat: newLatency(slos[i]),
+			idle: newIdlePool(cfg.Nodes)})
 	}
 	e.views = make([]policy.View, len(e.fns))
 	e.decs = make([]policy.Decision, len(e.fns))
@@ -209,9 +212,11 @@ func (e *engine) enqueue(fn int32, r int32) {
 	if e.needPred {
 		req.pred = int64(e.pol.Estimate(int(fn), req.size))
 	}
-	if rt.queued() == 0 && rt.idle.len() > 0 {
-		e.start(rt.idle.popBack(), r)
-	} else {
+	switch {
+	case rt.queued() == 0 && rt.idle.len() > 0:
+		e.start(rt.idle.popLowest(), r)
+	case e.dedicated && e.bindNew(fn, r):
+	default:
 		rt.queue.push(e.key(rt, req), r)
 	}
 	c := e.counts(fn)
@@ -298,7 +303,7 @@ func (e *engine) onDone(id int32) {
 }
 
 // free hands a container that just finished to the next queued request, or
-// parks it in the idle deque.
+// parks it in the idle pool.
 func (e *engine) free(id int32) {
 	c := &e.ctrs[id]
 	rt := &e.fns[c.fn]
@@ -307,7 +312,7 @@ func (e *engine) free(id int32) {
 		return
 	}
 	c.state, c.idleAt = csIdle, e.now
-	rt.idle.pushBack(id)
+	rt.idle.push(id, c.node)
 }
 
 // advanceRequest moves a request to the next function, or completes it.
@@ -341,5 +346,23 @@ func (e *engine) onReady(id int32) {
 	}
 	rt := &e.fns[c.fn]
 	rt.m.starting--
+	if r := c.bound; r >= 0 {
+		c.bound = -1
+		e.start(id, r)
+		return
+	}
 	e.free(id)
+}
+
+// bindNew gives request r a container of its own, started now: the
+// request waits for that container's cold start rather than for a busy
+// container to free up, as on platforms that run one request per
+// container. It reports false when the cluster is full.
+func (e *engine) bindNew(fn int32, r int32) bool {
+	id := e.spawnOne(fn)
+	if id < 0 {
+		return false
+	}
+	e.ctrs[id].bound = r
+	return true
 }

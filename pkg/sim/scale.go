@@ -12,23 +12,32 @@ import (
 
 // spawn starts n containers for fn; each takes a core until retired.
 func (e *engine) spawn(fn int32, n int) {
-	rt := &e.fns[fn]
 	for range n {
-		node := e.cl.place(e.now)
-		if node < 0 {
-			e.spawnFails++
+		if e.spawnOne(fn) < 0 {
 			return
 		}
-		id := e.newContainer()
-		e.ctrs[id] = container{fn: fn, node: node, state: csStarting, fresh: true,
-			spawnAt: e.now, readyAt: e.now + int64(e.cfg.ColdStart)}
-		rt.m.advance(e.now)
-		rt.m.live++
-		rt.m.starting++
-		rt.m.spawned++
-		rt.m.peak = max(rt.m.peak, rt.m.live)
-		e.events.push(e.now+int64(e.cfg.ColdStart), evReady, id)
 	}
+}
+
+// spawnOne starts one container for fn and returns its id, or -1 (counted)
+// when no node has room.
+func (e *engine) spawnOne(fn int32) int32 {
+	node := e.cl.place(e.now)
+	if node < 0 {
+		e.spawnFails++
+		return -1
+	}
+	rt := &e.fns[fn]
+	id := e.newContainer()
+	e.ctrs[id] = container{fn: fn, node: node, state: csStarting, fresh: true, bound: -1,
+		spawnAt: e.now, readyAt: e.now + int64(e.cfg.ColdStart)}
+	rt.m.advance(e.now)
+	rt.m.live++
+	rt.m.starting++
+	rt.m.spawned++
+	rt.m.peak = max(rt.m.peak, rt.m.live)
+	e.events.push(e.now+int64(e.cfg.ColdStart), evReady, id)
+	return id
 }
 
 // prewarmHeadroom covers the random excess of a Poisson load over its mean
@@ -81,11 +90,11 @@ func (e *engine) newContainer() int32 {
 	return int32(len(e.ctrs) - 1)
 }
 
-// retire reclaims the n longest-idle containers of fn.
+// retire reclaims n idle containers of fn, highest nodes first.
 func (e *engine) retire(fn int32, n int) {
 	rt := &e.fns[fn]
 	for ; n > 0 && rt.idle.len() > 0; n-- {
-		e.kill(rt.idle.popFront())
+		e.kill(rt.idle.popHighest())
 	}
 }
 
@@ -129,9 +138,7 @@ func (e *engine) onTick() {
 func (e *engine) reclaimIdle(fn int32) {
 	rt := &e.fns[fn]
 	limit := e.now - int64(e.cfg.IdleTimeout)
-	for rt.idle.len() > 0 && e.ctrs[rt.idle.front()].idleAt <= limit {
-		e.kill(rt.idle.popFront())
-	}
+	rt.idle.expire(limit, e.ctrs, e.kill)
 }
 
 // ensureProgress starts a container for a function that has queued
@@ -227,41 +234,66 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// deque is a ring buffer of container ids: idle containers are reused
-// newest first (pop back) and reclaimed oldest first (pop front).
-type deque struct {
-	buf        []int32
-	head, size int
+// idlePool holds a function's idle containers by node. Requests go to the
+// lowest node's most recently idle container and retirement takes the
+// highest node's, so load drains off the high nodes and they power down;
+// the idle timeout removes the oldest on every node.
+type idlePool struct {
+	byNode [][]int32 // per node, idle container ids, oldest first
+	n      int
+	low    int // no node below low has an idle container
 }
 
-func (d *deque) len() int { return d.size }
+func newIdlePool(nodes int) idlePool { return idlePool{byNode: make([][]int32, nodes), low: nodes} }
 
-func (d *deque) pushBack(v int32) {
-	if d.size == len(d.buf) {
-		d.grow()
+func (p *idlePool) len() int { return p.n }
+
+func (p *idlePool) push(id, node int32) {
+	p.byNode[node] = append(p.byNode[node], id)
+	p.n++
+	p.low = min(p.low, int(node))
+}
+
+// popLowest takes the most recently idle container of the lowest node.
+func (p *idlePool) popLowest() int32 {
+	for len(p.byNode[p.low]) == 0 {
+		p.low++
 	}
-	d.buf[(d.head+d.size)%len(d.buf)] = v
-	d.size++
+	s := p.byNode[p.low]
+	id := s[len(s)-1]
+	p.byNode[p.low] = s[:len(s)-1]
+	p.n--
+	return id
 }
 
-func (d *deque) grow() {
-	nb := make([]int32, max(16, 2*len(d.buf)))
-	for i := range d.size {
-		nb[i] = d.buf[(d.head+i)%len(d.buf)]
+// popHighest takes the longest idle container of the highest node.
+func (p *idlePool) popHighest() int32 {
+	i := len(p.byNode) - 1
+	for len(p.byNode[i]) == 0 {
+		i--
 	}
-	d.buf, d.head = nb, 0
+	id := p.byNode[i][0]
+	p.byNode[i] = p.byNode[i][1:]
+	p.n--
+	return id
 }
 
-func (d *deque) popBack() int32 {
-	d.size--
-	return d.buf[(d.head+d.size)%len(d.buf)]
-}
-
-func (d *deque) front() int32 { return d.buf[d.head] }
-
-func (d *deque) popFront() int32 {
-	v := d.buf[d.head]
-	d.head = (d.head + 1) % len(d.buf)
-	d.size--
-	return v
+// expire removes and returns (via kill) every container idle since limit
+// or earlier.
+func (p *idlePool) expire(limit int64, ctrs []container, kill func(int32)) {
+	for i := p.low; i < len(p.byNode) && p.n > 0; i++ {
+		s := p.byNode[i]
+		k := 0
+		for k < len(s) && ctrs[s[k]].idleAt <= limit {
+			k++
+		}
+		if k == 0 {
+			continue
+		}
+		p.byNode[i] = s[k:]
+		p.n -= k
+		for _, id := range s[:k] {
+			kill(id)
+		}
+	}
 }
