@@ -123,6 +123,11 @@ type Result struct {
 	LagP99us float64 `json:"-"`
 	// Procs is GOMAXPROCS during the case.
 	Procs int `json:"-"`
+	// BackgroundPerCPUs is background items per CPU-second the whole
+	// process used in the window: the engine's cost per item, which,
+	// unlike BackgroundPerS, does not depend on how much of a shared
+	// machine's CPU the process managed to get.
+	BackgroundPerCPUs float64 `json:"-"`
 	// Policy is the gantry pool's scheduling policy, empty for baselines.
 	Policy string `json:"-"`
 }
@@ -230,16 +235,16 @@ func (c *caseRun) run(ctx context.Context, e engine) Result {
 	case <-window.Done():
 	}
 	c.measure.Store(true)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	<-window.Done()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), processCPU()-cpu0
 	c.measure.Store(false)
 	c.awaitPending(ctx, c.opts.Duration+10*time.Second)
 	stopFeed()
 	c.stopping.Store(true)
 	wg.Wait()
 	e.stop()
-	return c.result(elapsed)
+	return c.result(elapsed, cpu)
 }
 
 // awaitPending waits for every measured critical item to start, then
@@ -257,13 +262,16 @@ func (c *caseRun) awaitPending(ctx context.Context, grace time.Duration) {
 	}
 }
 
-func (c *caseRun) result(elapsed time.Duration) Result {
+func (c *caseRun) result(elapsed, cpu time.Duration) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := Result{P50us: float64(c.lat.ValueAtQuantile(50)), P99us: float64(c.lat.ValueAtQuantile(99)),
 		MaxUs: float64(c.lat.Max()), Critical: c.lat.TotalCount(), LagP99us: float64(c.lag.ValueAtQuantile(99))}
 	if elapsed > 0 {
 		r.BackgroundPerS = float64(c.bgDone.Load()) / elapsed.Seconds()
+	}
+	if cpu > 0 {
+		r.BackgroundPerCPUs = float64(c.bgDone.Load()) / cpu.Seconds()
 	}
 	return r
 }

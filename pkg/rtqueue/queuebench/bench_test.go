@@ -112,7 +112,7 @@ func TestUnstartedCriticalItemsStillCount(t *testing.T) {
 	c.pending.Store(1)
 	c.enq[3].Store(time.Now().Add(-2 * time.Second).UnixNano())
 	c.awaitPending(context.Background(), 20*time.Millisecond)
-	r := c.result(time.Second)
+	r := c.result(time.Second, time.Second)
 	if r.Critical != 1 || r.MaxUs < 2e6 {
 		t.Fatalf("censored item: %d samples, max %.0fus; want 1 sample of at least 2s", r.Critical, r.MaxUs)
 	}
