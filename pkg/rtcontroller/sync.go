@@ -39,7 +39,12 @@ func (c *Controller) reconcile(ctx context.Context, key Key) error {
 	start := c.clock.Now()
 	outcome, err := c.sync(ctx, key)
 	c.metrics.duration.Observe(c.clock.Since(start).Seconds())
-	if err != nil {
+	switch {
+	case apierrors.IsConflict(err):
+		// The cache had not yet seen our last write; the retry will.
+		outcome = outcomeError
+		c.log.Debug("reconcile conflict", "key", key.String(), "err", err)
+	case err != nil:
 		outcome = outcomeError
 		c.log.Warn("reconcile failed", "key", key.String(), "err", err)
 	}
