@@ -26,15 +26,14 @@ type cond struct {
 }
 
 var (
-	chainApps  = []string{"email-categorization", "audio-translation", "document-summary"}
-	stable     = []string{"poisson", "wiki"}
-	heavy      = []string{"heavy"}
-	light      = []string{"light"}
-	allDists   = PaperDists
-	largeOnly  = []string{LargeTraceLabel}
-	realTwit   = []string{"twitter"}
-	allApps    = PaperApps
-	singleApps = []string{"image-compression", "sentiment-analysis"}
+	chainApps = []string{"email-categorization", "audio-translation", "document-summary"}
+	stable    = []string{"poisson", "wiki"}
+	heavy     = []string{"heavy"}
+	light     = []string{"light"}
+	allDists  = PaperDists
+	largeOnly = []string{LargeTraceLabel}
+	realTwit  = []string{"twitter"}
+	allApps   = PaperApps
 )
 
 func (c cond) each(fn func(app, dist, trace string)) {
