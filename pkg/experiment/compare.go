@@ -49,8 +49,8 @@ func (c cond) each(fn func(app, dist, trace string)) {
 // metric extracts one number from a record.
 type metric func(report.Record) float64
 
-// Containers is the container count the comparisons use: containers
-// spawned over the run, as in the paper's figures.
+// containers counts containers spawned over the run, as the paper's figures
+// do; avgLive (paper_report.go) is the mean held at once.
 func containers(r report.Record) float64 { return float64(r.ContainersSpawned) }
 func compliance(r report.Record) float64 { return r.SLOCompliance }
 func jobsPer(r report.Record) float64    { return r.JobsPerContainer }
