@@ -147,7 +147,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	doc := report.Document{Title: "Gantry simulation", Intro: jobs[0].Describe(), Records: records}
+	doc := report.Document{Title: "Gantry simulation", Intro: jobs[0].Describe(), Records: records, PerFunction: true}
 	return emit(cmd, f, doc)
 }
 

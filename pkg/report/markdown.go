@@ -23,6 +23,9 @@ type Document struct {
 	// bar charts, for reports with many conditions whose Figures summarise
 	// them; the per-condition latency CDFs are still drawn.
 	OnlyCDFPerCondition bool
+	// PerFunction adds, for chains, a table per condition with every
+	// function's metrics.
+	PerFunction bool
 	// Figures are summary charts drawn by WriteDir.
 	Figures []Figure
 	// Plots maps a group key to the plot files (relative paths) drawn for it.
@@ -60,6 +63,9 @@ func WriteMarkdown(w io.Writer, doc Document) error {
 	b.WriteString("SLO is the fraction of requests that finished within the app's SLO.\n\n")
 	for _, g := range GroupRecords(doc.Records) {
 		writeGroup(&b, g, doc.Plots[g.Key()])
+		if doc.PerFunction {
+			writeFunctions(&b, g)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -91,6 +97,25 @@ func writeGroup(b *strings.Builder, g Group, plots []string) {
 	if len(plots) > 0 {
 		b.WriteString("\n")
 	}
+}
+
+// writeFunctions breaks a chain's runs down by function; single-function
+// apps have nothing to add to the app table.
+func writeFunctions(b *strings.Builder, g Group) {
+	if len(g.Runs[0].Functions) < 2 {
+		return
+	}
+	b.WriteString("Per function:\n\n")
+	b.WriteString("| policy | function | requests | containers spawned | avg live | peak live | p50 ms | p99 ms | queue / exec ms | jobs per container | cold starts |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range g.Runs {
+		for _, f := range r.Functions {
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %.1f | %.0f | %.0f | %.0f | %.0f / %.0f | %.1f | %d |\n",
+				r.Policy, f.Name, f.Requests, f.ContainersSpawned, f.AvgContainers, f.PeakContainers,
+				f.P50Ms, f.P99Ms, f.MeanQueueMs, f.MeanExecMs, f.JobsPerContainer, f.ColdStarts)
+		}
+	}
+	b.WriteString("\n")
 }
 
 // Change is (v - ref) / ref, or 0 when ref is 0.

@@ -34,7 +34,10 @@ func sampleRecords() []Record {
 		{App: "audio-translation", Dist: "light", Trace: "wiki", Policy: "cypress", SLOMs: 990,
 			Requests: 3000, ContainersSpawned: 50, AvgContainers: 40, PeakContainers: 52,
 			SLOCompliance: 0.98, P50Ms: 500, P99Ms: 1200, P999Ms: 1500, JobsPerContainer: 60,
-			EnergyJ: 5000, WallS: 1},
+			EnergyJ: 5000, WallS: 1, Functions: []FunctionRecord{
+				{Name: "speech-to-text", Requests: 3000, ContainersSpawned: 30, AvgContainers: 25, PeakContainers: 31, P50Ms: 300, P99Ms: 700, MeanQueueMs: 12, MeanExecMs: 280, JobsPerContainer: 120, ColdStarts: 2},
+				{Name: "send-message", Requests: 3000, ContainersSpawned: 5, AvgContainers: 4, PeakContainers: 5, P50Ms: 45, P99Ms: 60, MeanExecMs: 45, JobsPerContainer: 750},
+			}},
 	}
 }
 
@@ -145,7 +148,7 @@ func TestSummaryJSONHasExactlyTheDocumentedFields(t *testing.T) {
 // an intended change and review the diff.
 func TestMarkdownMatchesGolden(t *testing.T) {
 	doc := Document{
-		Title: "Gantry simulation", Intro: "Seed 1.",
+		Title: "Gantry simulation", Intro: "Seed 1.", PerFunction: true,
 		Sections: []Section{{Heading: "Beside the paper", Body: "| a | b |\n|---|---|\n| 1 | 2 |"}},
 		Records:  sampleRecords(),
 		Plots:    map[string][]string{"image-compression_heavy_poisson": {"plots/x.png"}},
