@@ -141,7 +141,7 @@ func (c *Controller) buildClients(scheme *runtime.Scheme) error {
 	if err != nil {
 		return err
 	}
-	bg, err := kubernetes.NewForConfig(c.opts.Config)
+	bg, err := kubernetes.NewForConfig(c.background())
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -154,8 +154,19 @@ func (c *Controller) buildClients(scheme *runtime.Scheme) error {
 	return nil
 }
 
+// background is the config for watches and Events: client-go's plain token
+// bucket, at the controller's rate unless the caller chose one, so Events
+// from a large scale-up are not throttled to client-go's default 5 qps.
+func (c *Controller) background() *rest.Config {
+	cfg := rest.CopyConfig(c.opts.Config)
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = c.opts.QPS, c.opts.Burst
+	}
+	return cfg
+}
+
 func (c *Controller) buildInformers(scheme *runtime.Scheme) error {
-	bg, err := NewRTClients(c.opts.Config, scheme)
+	bg, err := NewRTClients(c.background(), scheme)
 	if err != nil {
 		return err
 	}
@@ -240,6 +251,3 @@ func (c *Controller) shutdown() {
 // Synced reports whether the informers have completed their first list; the
 // readiness probe uses it.
 func (c *Controller) Synced() bool { return c.synced.Load() }
-
-// QueueLen is the number of keys waiting, for tests and metrics.
-func (c *Controller) QueueLen() int { return c.queue.Len() }
