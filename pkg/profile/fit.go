@@ -61,9 +61,6 @@ func (m Model) Quantile(x, q float64) float64 {
 	return m.Mean(x) * (1 + m.RelMean + z*m.RelStd)
 }
 
-// Constant is a model that predicts y everywhere; fallbacks use it.
-func Constant(y float64) Model { return Model{Family: Linear, A: y, R2: 1} }
-
 // Increasing reports whether the model grows with x, which Classes needs.
 func (m Model) Increasing() bool { return m.B > 0 }
 
