@@ -18,32 +18,44 @@ var errHandlerPanic = errors.New("rtqueue: handler panicked")
 func (p *Pool[T]) work(ctx context.Context, reserve bool) {
 	defer p.exited()
 	runtime.LockOSThread()
-	tid := p.cfg.Scheduler.Tid()
-	cur := p.enter(tid, reserve)
-	floor := MinPriority
+	w := &thread{tid: p.cfg.Scheduler.Tid(), reserve: reserve, floor: MinPriority}
 	if reserve {
-		floor = p.cfg.ReserveFloor
+		w.floor = p.cfg.ReserveFloor
 	}
+	w.cur = p.enter(w.tid, reserve)
 	park := newParker()
 	for {
-		item, priority, shutdown := p.q.getAtLeast(floor, park)
+		item, priority, shutdown := p.q.getAtLeast(w.floor, park)
 		if shutdown {
 			p.leave(reserve)
 			return
 		}
-		p.becomeBusy(ctx, reserve)
-		cur = p.apply(tid, cur, p.busyParams(priority, reserve))
-		err := p.safeHandle(ctx, item)
-		// Back at the idle priority before touching the queue's lock: a
-		// worker then never holds that lock at a background priority,
-		// where the kernel could preempt it for long and stall a critical
-		// worker behind it (Go's mutex has no priority inheritance).
-		cur = p.apply(tid, cur, p.idleParams(reserve))
-		p.settle(item, err)
+		p.serve(ctx, w, item, priority)
 		if p.becomeIdle(reserve) {
 			return
 		}
 	}
+}
+
+// thread is one worker's OS thread and what it is currently set to.
+type thread struct {
+	tid     int
+	cur     SchedParams
+	reserve bool
+	floor   int
+}
+
+// serve runs one item at its mapped priority.
+func (p *Pool[T]) serve(ctx context.Context, w *thread, item T, priority int) {
+	p.becomeBusy(ctx, w.reserve)
+	w.cur = p.apply(w.tid, w.cur, p.busyParams(priority, w.reserve))
+	err := p.safeHandle(ctx, item)
+	// Back at the idle priority before touching the queue's lock: a worker
+	// then never holds that lock at a background priority, where the
+	// kernel could preempt it for long and stall a critical worker behind
+	// it (Go's mutex has no priority inheritance).
+	w.cur = p.apply(w.tid, w.cur, p.idleParams(w.reserve))
+	p.settle(item, err)
 }
 
 func (p *Pool[T]) exited() {
