@@ -61,3 +61,21 @@ func TestEffectivePriorityCapsAt99(t *testing.T) {
 		t.Fatalf("effective priority with negative wait = %d, want 5", got)
 	}
 }
+
+// TestAgedItemKeepsItsBasePriorityForTheReserve: aging reorders, but an
+// aged background item is still background to the reserve workers.
+func TestAgedItemKeepsItsBasePriorityForTheReserve(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := newTestQueue(t, Config[string]{Clock: clk, Aging: time.Millisecond})
+	q.AddWithPriority("old-low", 5)
+	clk.Step(time.Hour)
+	q.AddWithPriority("crit", 60)
+	item, prio, _ := q.getAtLeast(50, newParker())
+	if item != "crit" || prio != 60 {
+		t.Fatalf("reserve took %q at %d, want crit at 60", item, prio)
+	}
+	item, prio = mustGet(t, q)
+	if item != "old-low" || prio != 5 {
+		t.Fatalf("general took %q at %d, want old-low at its base priority 5", item, prio)
+	}
+}

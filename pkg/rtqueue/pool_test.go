@@ -343,3 +343,25 @@ func outranksOrEqual(a, b SchedParams) bool {
 	}
 	return a.Nice <= b.Nice
 }
+
+func TestRealTimeOffUsesFixedNiceAndNoWarning(t *testing.T) {
+	fs := newFakeSched(false)
+	logs := &countingHandler{}
+	var processed atomic.Int64
+	r := startPool(t, Config[string]{}, func(context.Context, string) error { processed.Add(1); return nil },
+		PoolConfig{Min: 2, Max: 2, IdleThreshold: 1, Reserve: 1, ReserveFloor: 50, Scheduler: fs, Logger: slog.New(logs)})
+	for i := range 10 {
+		r.q.AddWithPriority(fmt.Sprint(i), i*10)
+	}
+	waitFor(t, "all items", func() bool { return processed.Load() == 10 })
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for tid, calls := range fs.calls {
+		if len(calls) != 1 || calls[0].Policy != PolicyOther {
+			t.Fatalf("thread %d got %v, want exactly one SCHED_OTHER setting for life", tid, calls)
+		}
+	}
+	if logs.warns.Load() != 0 || r.pool.Policy() != PolicyOther {
+		t.Fatalf("real time off: %d warnings, policy %v; want none and SCHED_OTHER", logs.warns.Load(), r.pool.Policy())
+	}
+}
