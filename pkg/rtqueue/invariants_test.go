@@ -18,14 +18,30 @@ func TestRandomOpsKeepQueueInvariants(t *testing.T) {
 
 func checkRandomOps(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed))
+	ops := make([]byte, 3*2000)
+	for i := range ops {
+		ops[i] = byte(rng.IntN(256))
+	}
+	checkOps(t, ops, seed)
+}
+
+// FuzzQueueInvariants lets the fuzzer choose the operations: each three
+// bytes are an operation, a key and a priority.
+func FuzzQueueInvariants(f *testing.F) {
+	f.Add([]byte{0, 1, 50, 1, 0, 0, 0, 1, 90, 2, 1, 0})
+	f.Add([]byte{0, 3, 10, 0, 3, 99, 1, 0, 0, 0, 3, 5, 2, 3, 0, 1, 0, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) { checkOps(t, ops, 0) })
+}
+
+func checkOps(t *testing.T, ops []byte, seed uint64) {
 	q := New(Config[int]{})
 	defer q.ShutDown()
 	processing := map[int]bool{}
-	for step := range 2000 {
-		k := rng.IntN(12)
-		switch op := rng.IntN(3); {
+	for step := 0; step+2 < len(ops); step += 3 {
+		k := int(ops[step+1]) % 12
+		switch op := int(ops[step]) % 3; {
 		case op == 0:
-			q.AddWithPriority(k, rng.IntN(100))
+			q.AddWithPriority(k, int(ops[step+2])%100)
 		case op == 1 && q.Len() > 0:
 			top := highestWaiting(q)
 			item, prio, _ := q.GetWithPriority()
