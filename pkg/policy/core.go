@@ -130,7 +130,13 @@ func (c *core) initLoad() error {
 	var err error
 	switch c.p.load {
 	case loadEWMA:
-		c.load, err = predict.NewEWMA(ewmaAlpha, warmupWindows)
+		warmup := warmupWindows
+		if c.p.panic {
+			// The panic rule guards against a burst, so one window of
+			// history is enough to start sizing.
+			warmup = 1
+		}
+		c.load, err = predict.NewEWMA(ewmaAlpha, warmup)
 	case loadLinReg:
 		c.load, err = predict.NewLinReg(linRegHistory)
 	case loadOracle:
