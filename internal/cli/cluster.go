@@ -1,18 +1,163 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"gantry.dev/gantry/pkg/localcluster"
 )
 
-// Placeholder: replaced by the issue that builds "gantry cluster".
+// newClusterCmd is "gantry cluster up/down/env": a local control plane that
+// runs in the background.
 func newClusterCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "cluster",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("cluster: not built yet")
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "A real local control plane (etcd, kube-apiserver, scheduler, controller-manager, kwok nodes)",
+	}
+	cmd.AddCommand(newClusterUpCmd(), newClusterServeCmd(), newClusterDownCmd(), newClusterEnvCmd())
+	return cmd
+}
+
+// clusterFlags are the flags of "up", which passes them on to "serve".
+type clusterFlags struct {
+	dir  string
+	opts localcluster.Options
+}
+
+func (f *clusterFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.dir, "dir", localcluster.DefaultDir(), "folder for the cluster's certificates, data and logs")
+	fs.IntVar(&f.opts.Nodes, "nodes", 1, "kwok fake nodes")
+	fs.StringVar(&f.opts.NodeCPU, "node-cpu", "32", "CPU capacity of each node")
+	fs.StringVar(&f.opts.NodeMemory, "node-memory", "256Gi", "memory capacity of each node")
+	fs.IntVar(&f.opts.NodePods, "node-pods", 110, "pod capacity of each node")
+	fs.DurationVar(&f.opts.PodReadyDelay, "pod-ready-delay", 0, "how long kwok waits before marking a bound pod Running")
+	fs.BoolVar(&f.opts.ControllerManager, "controller-manager", false, "also run kube-controller-manager")
+	fs.BoolVar(&f.opts.Scheduler, "scheduler", false, "also run kube-scheduler")
+}
+
+// absDir resolves --dir, which the detached process must find from any cwd.
+func (f *clusterFlags) absDir() (string, error) {
+	if f.opts.Nodes < 1 {
+		return "", usagef("--nodes must be at least 1, got %d", f.opts.Nodes)
+	}
+	return filepath.Abs(f.dir)
+}
+
+// serveArgv is the command line of the detached "serve" process.
+func (f *clusterFlags) serveArgv(dir string) ([]string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	o := f.opts
+	return []string{self, "cluster", "serve",
+		"--dir", dir,
+		"--nodes", strconv.Itoa(o.Nodes),
+		"--node-cpu", o.NodeCPU,
+		"--node-memory", o.NodeMemory,
+		"--node-pods", strconv.Itoa(o.NodePods),
+		"--pod-ready-delay", o.PodReadyDelay.String(),
+		"--controller-manager=" + strconv.FormatBool(o.ControllerManager),
+		"--scheduler=" + strconv.FormatBool(o.Scheduler),
+	}, nil
+}
+
+func newClusterUpCmd() *cobra.Command {
+	var f clusterFlags
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start the control plane in the background; the last line is `export KUBECONFIG=...`",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := f.absDir()
+			if err != nil {
+				return err
+			}
+			argv, err := f.serveArgv(dir)
+			if err != nil {
+				return err
+			}
+			opts := f.opts
+			opts.Dir = dir
+			kubeconfig, err := localcluster.Up(cmd.Context(), opts, argv, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", kubeconfig)
+			return nil
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+func newClusterServeCmd() *cobra.Command {
+	var f clusterFlags
+	cmd := &cobra.Command{
+		Use:    "serve",
+		Short:  "Run the control plane in the foreground until SIGINT or SIGTERM (what up runs)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := f.absDir()
+			if err != nil {
+				return err
+			}
+			opts := f.opts
+			opts.Dir = dir
+			return localcluster.Serve(cmd.Context(), opts)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newClusterDownCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the background control plane and remove its folder",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			if err := localcluster.Down(abs); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "stopped the cluster in %s and removed it\n", abs)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", localcluster.DefaultDir(), "the cluster's folder")
+	return cmd
+}
+
+func newClusterEnvCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "env",
+		Short: "Print `export KUBECONFIG=...` for the running control plane",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			kubeconfig, err := localcluster.Env(abs)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", kubeconfig)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", localcluster.DefaultDir(), "the cluster's folder")
+	return cmd
 }

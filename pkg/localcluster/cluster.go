@@ -1,0 +1,225 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Options configures a local control plane. The zero value is a working
+// cluster: etcd, kube-apiserver and kwok with one fake node.
+type Options struct {
+	Nodes               int           // kwok fake nodes (default 1)
+	NodeCPU, NodeMemory string        // each node's capacity, e.g. "32", "256Gi" (default "32", "256Gi")
+	NodePods            int           // pod capacity per node (default 110)
+	PodReadyDelay       time.Duration // how long kwok waits before marking a bound pod Running and Ready (default 0)
+
+	Scheduler         bool // also run kube-scheduler
+	ControllerManager bool // also run kube-controller-manager (see the package doc for its controllers)
+
+	Dir  string // working dir; a temp dir if empty (removed on Stop)
+	Port int    // kube-apiserver's port on 127.0.0.1; 0 picks a free one
+
+	// Progress, when set, receives one line per start-up step.
+	Progress io.Writer
+}
+
+func (o Options) withDefaults() Options {
+	if o.Nodes == 0 {
+		o.Nodes = 1
+	}
+	if o.NodeCPU == "" {
+		o.NodeCPU = "32"
+	}
+	if o.NodeMemory == "" {
+		o.NodeMemory = "256Gi"
+	}
+	if o.NodePods == 0 {
+		o.NodePods = 110
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.Nodes < 0 || o.NodePods < 0 || o.PodReadyDelay < 0 || o.Port < 0 || o.Port > 65535 {
+		return fmt.Errorf("localcluster: negative or out-of-range option in %+v", o)
+	}
+	for _, q := range []string{o.NodeCPU, o.NodeMemory} {
+		if _, err := resource.ParseQuantity(q); err != nil {
+			return fmt.Errorf("localcluster: node capacity %q: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// Cluster is a running control plane. Stop it when done.
+type Cluster struct {
+	opts    Options
+	dir     string
+	ownsDir bool
+	ports   ports
+	admin   *rest.Config
+	client  kubernetes.Interface
+
+	procs []*process // in start order: etcd, kube-apiserver, then the rest
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// startTimeout bounds Start even when ctx has no deadline.
+const startTimeout = 2 * time.Minute
+
+// stopGrace is how long a component gets between SIGTERM and SIGKILL.
+const stopGrace = 10 * time.Second
+
+// Start runs a control plane and returns once every component is healthy,
+// every node is Ready and, with the controller manager, schedulable. ctx
+// bounds the start-up only: afterwards the cluster runs until Stop.
+//
+// On failure every started process is stopped; the error names the component
+// at fault, quotes the end of its log and gives the log folder, which is kept.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := RequireBinaries(); err != nil {
+		return nil, err
+	}
+	p, err := pickPorts(opts.Port)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, ports: p}
+	if err := c.makeDir(); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := c.run(runCtx); err != nil {
+		// Nothing is worth a graceful stop: a component still starting
+		// may not even handle SIGTERM yet (kube-apiserver waiting for etcd).
+		// The logs are kept unless the caller gave up.
+		aborted := ctx.Err() != nil
+		_ = c.teardown(0, !aborted)
+		if aborted {
+			return nil, fmt.Errorf("local control plane: start-up cancelled: %w", ctx.Err())
+		}
+		return nil, fmt.Errorf("local control plane did not start: %w\n(logs kept in %s)", err, c.path("logs"))
+	}
+	return c, nil
+}
+
+// Stop stops every component (SIGTERM, then SIGKILL after 10 s) and, if Start
+// made the working folder, removes it. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() { c.stopErr = c.teardown(stopGrace, false) })
+	return c.stopErr
+}
+
+// KubeconfigPath is the admin kubeconfig.
+func (c *Cluster) KubeconfigPath() string { return c.path("kubeconfig") }
+
+// RESTConfig returns a copy of the admin config (group system:masters). Its
+// QPS and Burst are client-go's defaults; raise them for load tests.
+func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.admin) }
+
+// Dir is the working folder: certificates, kubeconfigs, etcd data and logs.
+func (c *Cluster) Dir() string { return c.dir }
+
+// LogPaths maps each started component to its log file.
+func (c *Cluster) LogPaths() map[string]string {
+	m := make(map[string]string, len(c.procs))
+	for _, p := range c.procs {
+		m[p.name] = p.logPath
+	}
+	return m
+}
+
+func (c *Cluster) path(elem ...string) string {
+	return filepath.Join(append([]string{c.dir}, elem...)...)
+}
+
+func (c *Cluster) progress(format string, args ...any) {
+	if c.opts.Progress != nil {
+		fmt.Fprintf(c.opts.Progress, "localcluster: "+format+"\n", args...)
+	}
+}
+
+// makeDir creates the working folder. A folder the caller names is reused,
+// but a previous run's etcd data and logs in it are cleared.
+func (c *Cluster) makeDir() error {
+	if c.opts.Dir == "" {
+		dir, err := makeOwnedTempDir()
+		if err != nil {
+			return err
+		}
+		c.dir, c.ownsDir = dir, true
+	} else {
+		c.dir = c.opts.Dir
+		for _, stale := range []string{"etcd", "logs"} {
+			if err := os.RemoveAll(c.path(stale)); err != nil {
+				return err
+			}
+		}
+	}
+	return os.MkdirAll(c.path("logs"), 0o700)
+}
+
+// teardown stops the processes: the clients of kube-apiserver together, then
+// kube-apiserver, then etcd, each with grace between SIGTERM and SIGKILL. It
+// removes an owned folder, or when keepLogs is set only the etcd data in it.
+func (c *Cluster) teardown(grace time.Duration, keepLogs bool) error {
+	tiers := [][]*process{}
+	if len(c.procs) > 2 {
+		tiers = append(tiers, c.procs[2:])
+	}
+	for i := min(len(c.procs), 2) - 1; i >= 0; i-- {
+		tiers = append(tiers, c.procs[i:i+1])
+	}
+	var killed []string
+	for _, tier := range tiers {
+		killed = append(killed, stopTogether(tier, grace)...)
+	}
+	var err error
+	if len(killed) > 0 && grace > 0 {
+		err = fmt.Errorf("localcluster: %v ignored SIGTERM for %s and were killed", killed, grace)
+	}
+	switch {
+	case keepLogs:
+		err = errors.Join(err, os.RemoveAll(c.path("etcd")))
+	case c.ownsDir:
+		err = errors.Join(err, os.RemoveAll(c.dir))
+	}
+	return err
+}
+
+// stopTogether stops ps in parallel and returns the names of those killed.
+func stopTogether(ps []*process, grace time.Duration) []string {
+	var (
+		mu     sync.Mutex // guards killed
+		killed []string
+		wg     sync.WaitGroup
+	)
+	for _, p := range ps {
+		wg.Go(func() {
+			if p.stop(grace) {
+				mu.Lock()
+				killed = append(killed, p.name)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return killed
+}
