@@ -165,10 +165,20 @@ func (l *PriorityLimiter) waiting() int {
 	return len(l.waiters)
 }
 
+// refillLocked accrues credit for the time since last. The burst cap applies
+// only while nobody waits: time that passed while requests were queued is
+// owed to them, so a late timer does not lower the rate below qps.
 func (l *PriorityLimiter) refillLocked() {
 	now := l.clock.Now()
-	l.credit = min(l.capacity, l.credit+max(now.Sub(l.last), 0))
+	l.credit += max(now.Sub(l.last), 0)
 	l.last = now
+	l.capLocked()
+}
+
+func (l *PriorityLimiter) capLocked() {
+	if len(l.waiters) == 0 {
+		l.credit = min(l.capacity, l.credit)
+	}
 }
 
 // armLocked starts one timer for the moment the next token is due.
@@ -202,6 +212,7 @@ func (l *PriorityLimiter) dispatch() {
 		l.credit -= l.interval
 		close(w.granted)
 	}
+	l.capLocked()
 	l.armLocked()
 }
 

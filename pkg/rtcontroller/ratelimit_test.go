@@ -121,3 +121,21 @@ func TestPriorityLimiterStopFailsWaiters(t *testing.T) {
 		t.Fatalf("Wait after Stop = %v, want ErrLimiterStopped", err)
 	}
 }
+
+// A timer that fires late must not lower the rate: time that passed while
+// requests waited is owed to them, even beyond the burst.
+func TestPriorityLimiterLateTimerKeepsRate(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	l := NewPriorityLimiter(10, 1, clk)
+	defer l.Stop()
+	l.Accept()
+	granted := startWaiters(t, l, 1, 1, 1)
+	waitFor(t, clk.HasWaiters)
+	clk.Step(300 * time.Millisecond)
+	for range 3 {
+		<-granted
+	}
+	if l.TryAccept() {
+		t.Fatal("credit left over after serving the owed requests")
+	}
+}

@@ -1,0 +1,394 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/localcluster"
+	"gantry.dev/gantry/pkg/rtcontroller"
+	"gantry.dev/gantry/pkg/rtqueue"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(localcluster.RunMain(m, localcluster.Options{Nodes: 2, Scheduler: true, ControllerManager: true}))
+}
+
+// sharedCluster starts the package's cluster from an OS thread that lives
+// as long as the test binary. localcluster starts its components with
+// Pdeathsig, which the kernel fires when the *thread* that forked them exits,
+// and the rtqueue engine ends threads on purpose (a worker exits locked to
+// its thread). Started from an ordinary test goroutine, kube-scheduler,
+// kube-controller-manager and kwok die whenever a controller stops.
+func sharedCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the local control plane; skipped under -short")
+	}
+	type result struct {
+		c      *localcluster.Cluster
+		failed string
+	}
+	out := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread must outlive the components
+		tb := &threadTB{TB: t}
+		defer func() {
+			out <- result{failed: tb.failed} // reached only through Fatalf's Goexit
+		}()
+		c := localcluster.Shared(tb)
+		out <- result{c: c}
+		select {}
+	}()
+	r := <-out
+	if r.c == nil {
+		t.Fatal(r.failed)
+	}
+	return r.c
+}
+
+// threadTB lets localcluster.Shared report a failure from a goroutine that is
+// not the test's: Fatalf records the message and ends that goroutine only.
+type threadTB struct {
+	testing.TB
+	failed string
+}
+
+func (t *threadTB) Fatalf(format string, args ...any) {
+	t.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func (t *threadTB) Fatal(args ...any) {
+	t.failed = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+// env is what every test needs: clients on the shared cluster with the CRD
+// installed, and a fresh namespace.
+type env struct {
+	cfg  *rest.Config
+	kube kubernetes.Interface
+	rts  *rtcontroller.RTClients
+	ns   string
+}
+
+var crdOnce struct {
+	sync.Once
+	err error
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	cluster := sharedCluster(t)
+	cfg := cluster.RESTConfig()
+	cfg.QPS, cfg.Burst = 200, 400
+	crdOnce.Do(func() { crdOnce.err = installCRD(cfg) })
+	if crdOnce.err != nil {
+		t.Fatalf("install CRD: %v", crdOnce.err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := rtcontroller.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rts, err := rtcontroller.NewRTClients(cfg, scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cfg: cfg, kube: kube, rts: rts, ns: namespaceFor(t)}
+	e.createNamespace(t)
+	return e
+}
+
+func namespaceFor(t *testing.T) string {
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	return strings.TrimRight(name, "-") + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
+}
+
+// installCRD applies the generated CRD, the same file `make deploy` ships.
+func installCRD(cfg *rest.Config) error {
+	_, file, _, _ := runtime.Caller(0)
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "crd", "bases", "gantry.dev_rtresources.yaml"))
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := crds.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// createNamespace makes the test's namespace and waits for its default
+// service account, without which the ServiceAccount admission plugin
+// rejects pods.
+func (e *env) createNamespace(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
+	})
+	e.eventually(t, "default service account", func(ctx context.Context) (bool, error) {
+		_, err := e.kube.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// eventually polls cond until it holds. The timeout turns a hang into a
+// failure; it is not what the test asserts.
+func (e *env) eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
+	}
+}
+
+type ctrlOpts struct {
+	queue string
+	pool  rtqueue.PoolConfig
+	qps   float32
+	burst int
+}
+
+// running is an in-process controller the test can stop.
+type running struct {
+	c      *rtcontroller.Controller
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("controller returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("controller did not stop")
+	}
+}
+
+func (e *env) newController(t *testing.T, o ctrlOpts) *rtcontroller.Controller {
+	t.Helper()
+	if o.queue == "" {
+		o.queue = rtcontroller.QueueRT
+	}
+	if o.pool == (rtqueue.PoolConfig{}) {
+		o.pool = rtqueue.PoolConfig{Min: 4, Max: 8, IdleThreshold: 2, Reserve: 1, ReserveFloor: 50}
+	}
+	engine, err := rtcontroller.NewEngine(o.queue, 1, o.pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rtcontroller.New(rtcontroller.Options{
+		Config: e.cfg, Namespace: e.ns, Engine: engine, QPS: o.qps, Burst: o.burst,
+		Component: "gantry-e2e",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// startController runs a controller for the test's namespace until the test
+// ends or stop is called.
+func (e *env) startController(t *testing.T, o ctrlOpts) *running {
+	t.Helper()
+	c := e.newController(t, o)
+	return e.run(t, c, func(ctx context.Context) error { return c.Run(ctx) })
+}
+
+func (e *env) run(t *testing.T, c *rtcontroller.Controller, f func(context.Context) error) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- f(ctx) }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cancel()
+			<-r.done
+		}
+	})
+	origCancel := r.cancel
+	r.cancel = func() { stopped = true; origCancel() }
+	return r
+}
+
+// newRT is a valid RTResource of the given size and criticality.
+func (e *env) newRT(name string, replicas int32, criticality int32) *gantryv1.RTResource {
+	labels := map[string]string{"app": name}
+	return &gantryv1.RTResource{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: gantryv1.RTResourceSpec{
+			Replicas:    ptr.To(replicas),
+			Criticality: ptr.To(criticality),
+			Selector:    gantryv1.LabelSelector{MatchLabels: map[string]gantryv1.LabelValue{"app": gantryv1.LabelValue(name)}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "fn", Image: "registry.k8s.io/pause:3.10"}},
+				},
+			},
+		},
+	}
+}
+
+func (e *env) create(t *testing.T, rt *gantryv1.RTResource) *gantryv1.RTResource {
+	t.Helper()
+	out, err := e.rts.Namespace(e.ns).Create(context.Background(), rt, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create %s: %v", rt.Name, err)
+	}
+	return out
+}
+
+func (e *env) get(t *testing.T, name string) *gantryv1.RTResource {
+	t.Helper()
+	rt, err := e.rts.Namespace(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	return rt
+}
+
+// ownedPods lists every pod the RTResource controls, terminating ones too.
+func (e *env) ownedPods(ctx context.Context, rt *gantryv1.RTResource) ([]corev1.Pod, error) {
+	list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == rt.UID {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func isLive(p *corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded
+}
+
+func isRunningReady(p *corev1.Pod) bool {
+	if !isLive(p) || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitReady waits until rt has exactly n live pods, all Running and Ready,
+// all of the current template, and reports Ready=True for its generation.
+func (e *env) waitReady(t *testing.T, name string, n int) *gantryv1.RTResource {
+	t.Helper()
+	var rt *gantryv1.RTResource
+	e.eventually(t, fmt.Sprintf("%s to have %d ready pods", name, n), func(ctx context.Context) (bool, error) {
+		var err error
+		rt, err = e.rts.Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := e.ownedPods(ctx, rt)
+		if err != nil {
+			return false, err
+		}
+		live, ready := 0, 0
+		for i := range pods {
+			if isLive(&pods[i]) {
+				live++
+			}
+			if isRunningReady(&pods[i]) {
+				ready++
+			}
+		}
+		st := rt.Status
+		if live == n && ready == n && st.ObservedGeneration == rt.Generation &&
+			st.ReadyReplicas == int32(n) && st.UpdatedReplicas == int32(n) && conditionTrue(rt, gantryv1.ConditionReady) {
+			return true, nil
+		}
+		return false, fmt.Errorf("%d pods, %d live, %d running and ready; generation %d; status %+v",
+			len(pods), live, ready, rt.Generation, st)
+	})
+	return rt
+}
+
+func conditionTrue(rt *gantryv1.RTResource, typ string) bool {
+	for _, c := range rt.Status.Conditions {
+		if c.Type == typ {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}
