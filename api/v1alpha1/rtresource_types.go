@@ -128,13 +128,13 @@ type RTResourceStatus struct {
 	// Criticality is the criticality in effect, after the annotation
 	// fallback.
 	// +optional
-	Criticality int32 `json:"criticality,omitempty"`
+	Criticality int32 `json:"criticality"`
 	// Replicas counts live pods: not terminating, not failed, not succeeded.
 	// +optional
-	Replicas int32 `json:"replicas,omitempty"`
+	Replicas int32 `json:"replicas"`
 	// ReadyReplicas counts live pods whose Ready condition is True.
 	// +optional
-	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	ReadyReplicas int32 `json:"readyReplicas"`
 	// AvailableReplicas counts ready pods that have been ready for at least
 	// minReadySeconds.
 	// +optional
