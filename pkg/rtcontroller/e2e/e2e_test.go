@@ -52,6 +52,31 @@ func TestCreateReachesRunningAndReady(t *testing.T) {
 	})
 }
 
+// A pod the apiserver rejects surfaces as a Warning Event on the owner, and
+// the object reports that it is not ready, instead of crashing or going quiet.
+func TestRejectedPodCreateIsReportedAsEvent(t *testing.T) {
+	e := setup(t)
+	e.startController(t, ctrlOpts{})
+	rt := e.newRT("broken", 1, 10)
+	rt.Spec.Template.Spec.Containers[0].Name = "Not_A_DNS_Label"
+	created := e.create(t, rt)
+	e.eventually(t, "a FailedCreate event", func(ctx context.Context) (bool, error) {
+		evs, err := e.kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.UID == created.UID && ev.Reason == rtcontroller.EventFailedCreate && ev.Type == corev1.EventTypeWarning {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if got := e.get(t, "broken"); conditionTrue(got, gantryv1.ConditionReady) {
+		t.Fatalf("status %+v: Ready with no pod", got.Status)
+	}
+}
+
 func (e *env) scaleTo(t *testing.T, name string, n int32) *autoscalingv1.Scale {
 	t.Helper()
 	ctx := context.Background()
