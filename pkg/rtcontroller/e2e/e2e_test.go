@@ -307,6 +307,21 @@ func TestAPIServerRejectsInvalidObjects(t *testing.T) {
 			}
 		})
 	}
+	// The CEL rules must not reject what they are meant to admit.
+	t.Run("matching expressions of every operator are accepted", func(t *testing.T) {
+		rt := e.newRT("exprs", 0, 1)
+		rt.Spec.Template.Labels["tier"] = "web"
+		rt.Spec.Selector = gantryv1.LabelSelector{
+			MatchLabels: map[string]gantryv1.LabelValue{"app": "exprs"},
+			MatchExpressions: []gantryv1.LabelSelectorRequirement{
+				{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}},
+				{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"batch"}},
+				{Key: "app", Operator: metav1.LabelSelectorOpExists},
+				{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
+			},
+		}
+		e.create(t, rt)
+	})
 	t.Run("selector change", func(t *testing.T) {
 		rt := e.create(t, e.newRT("fixed", 0, 1))
 		rt.Spec.Selector.MatchLabels["tier"] = "x"
