@@ -73,15 +73,17 @@ func (e *env) watchMarks(t *testing.T, fromRV string) *marks {
 // (queued). ResourceVersions are etcd revisions, so they order the writes.
 func orderRun(t *testing.T, queue string) (jumpedBy, queued int) {
 	e := setup(t)
-	// One worker and a slow client make a queue build up; the reserve is off
-	// so priority order alone decides.
-	e.startController(t, ctrlOpts{queue: queue, qps: 20, burst: 1,
+	// One worker and a slow client (5 qps, so each low-criticality reconcile
+	// takes over half a second) make a queue build up, and keep the informer's
+	// delay in delivering the scale-up far shorter than one reconcile. The
+	// reserve is off so priority order alone decides.
+	e.startController(t, ctrlOpts{queue: queue, qps: 5, burst: 1,
 		pool: rtqueue.PoolConfig{Min: 1, Max: 1, IdleThreshold: 1}})
 	crit := e.create(t, e.newRT("critical", 0, 90))
 	e.waitReady(t, "critical", 0)
 	m := e.watchMarks(t, e.get(t, "critical").ResourceVersion)
 
-	const lows = 30
+	const lows = 15
 	for i := range lows {
 		e.create(t, e.newRT(fmt.Sprintf("low-%02d", i), 1, 1))
 	}
@@ -92,9 +94,14 @@ func orderRun(t *testing.T, queue string) (jumpedBy, queued int) {
 	scaled := e.scaleTo(t, crit.Name, 1)
 	scaledRV, _ := strconv.ParseUint(scaled.ResourceVersion, 10, 64)
 	e.waitReady(t, "critical", 1)
-	for i := range lows {
-		e.waitReady(t, fmt.Sprintf("low-%02d", i), 1)
-	}
+	e.eventually(t, "every low-criticality object to start processing", func(context.Context) (bool, error) {
+		for i := range lows {
+			if _, ok := m.get(fmt.Sprintf("low-%02d", i), 1); !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 
 	critRV, ok := m.get("critical", 2)
 	if !ok {
