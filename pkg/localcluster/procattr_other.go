@@ -2,7 +2,10 @@
 
 package localcluster
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // componentAttr puts a component in its own process group. Only Linux has a
 // parent-death signal, so elsewhere a crashed parent can leave components
@@ -10,3 +13,7 @@ import "syscall"
 func componentAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// startCmd starts cmd; without a parent-death signal the forking thread
+// does not matter.
+func startCmd(cmd *exec.Cmd) error { return cmd.Start() }

@@ -35,7 +35,7 @@ func startProcess(name, bin string, args, env []string, logPath string) (*proces
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = componentAttr()
-	if err := cmd.Start(); err != nil {
+	if err := startCmd(cmd); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}

@@ -34,56 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(localcluster.RunMain(m, localcluster.Options{Nodes: 2, Scheduler: true, ControllerManager: true}))
 }
 
-// sharedCluster starts the package's cluster from an OS thread that lives
-// as long as the test binary. localcluster starts its components with
-// Pdeathsig, which the kernel fires when the *thread* that forked them exits,
-// and the rtqueue engine ends threads on purpose (a worker exits locked to
-// its thread). Started from an ordinary test goroutine, kube-scheduler,
-// kube-controller-manager and kwok die whenever a controller stops.
-func sharedCluster(t *testing.T) *localcluster.Cluster {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the local control plane; skipped under -short")
-	}
-	type result struct {
-		c      *localcluster.Cluster
-		failed string
-	}
-	out := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: this thread must outlive the components
-		tb := &threadTB{TB: t}
-		defer func() {
-			out <- result{failed: tb.failed} // reached only through Fatalf's Goexit
-		}()
-		c := localcluster.Shared(tb)
-		out <- result{c: c}
-		select {}
-	}()
-	r := <-out
-	if r.c == nil {
-		t.Fatal(r.failed)
-	}
-	return r.c
-}
-
-// threadTB lets localcluster.Shared report a failure from a goroutine that is
-// not the test's: Fatalf records the message and ends that goroutine only.
-type threadTB struct {
-	testing.TB
-	failed string
-}
-
-func (t *threadTB) Fatalf(format string, args ...any) {
-	t.failed = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-func (t *threadTB) Fatal(args ...any) {
-	t.failed = fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
 // env is what every test needs: clients on the shared cluster with the CRD
 // installed, and a fresh namespace.
 type env struct {
@@ -100,7 +50,7 @@ var crdOnce struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	cluster := sharedCluster(t)
+	cluster := localcluster.Shared(t)
 	cfg := cluster.RESTConfig()
 	cfg.QPS, cfg.Burst = 200, 400
 	crdOnce.Do(func() { crdOnce.err = installCRD(cfg) })
