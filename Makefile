@@ -3,7 +3,7 @@ GO ?= go
 GANTRY_CACHE ?= $(HOME)/.cache/gantry
 export GANTRY_CACHE
 
-.PHONY: all build run test test-short controlplane vet fmt-check generate manifests deploy bench
+.PHONY: all build run test test-short controlplane vet fmt-check generate manifests render deploy bench bench-queue bench-sim
 
 all: build
 
@@ -36,3 +36,32 @@ fmt-check:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Enqueue-to-start latency of critical events (docs/engine.md).
+bench-queue: build
+	./bin/gantry bench queue --duration 5s
+
+# Simulator and policy-core figures quoted in docs/simulator.md.
+bench-sim:
+	$(GO) test -run '^$$' -bench 'Throughput|Memory' -benchtime 2x ./pkg/sim
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/batch ./pkg/predict
+	$(GO) test -run '^$$' -bench GantryAblations -benchtime 1x ./pkg/sim
+
+# Regenerates api/v1alpha1/zz_generated.deepcopy.go and the CRD in
+# config/crd/bases (controller-gen is a go tool of the module);
+# TestGeneratedFilesAreCurrent fails when they are stale.
+generate:
+	$(GO) generate ./api/...
+
+manifests: generate
+
+# Renders config/default (namespace, CRD, RBAC, controller, APF) with the
+# module's kustomize into out/gantry.yaml.
+render: manifests
+	@mkdir -p out
+	$(GO) tool kustomize build config/default > out/gantry.yaml
+	@echo "rendered out/gantry.yaml"
+
+# Applies the rendered manifests to $$KUBECONFIG with the pinned kubectl.
+deploy: render controlplane
+	$$(ls $(GANTRY_CACHE)/controlplane/*/bin/kubectl | head -n1) apply --server-side -f out/gantry.yaml

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the pinned test control plane (etcd, kube-apiserver,
+# Builds the pinned test control plane (etcd, kube-apiserver, kubectl,
 # kube-controller-manager, kube-scheduler, kwok) into
 #   $GANTRY_CACHE/controlplane/<version-key>/bin/
 # and copies kwok's stage files into .../stages/. The versions are the ones
@@ -119,6 +119,7 @@ log "versions: etcd $etcd_version, kubernetes $kube_version, kwok $kwok_version 
 build kube-apiserver          kube k8s.io/kubernetes/cmd/kube-apiserver          "$(kube_ldflags)"
 build kube-controller-manager kube k8s.io/kubernetes/cmd/kube-controller-manager "$(kube_ldflags)"
 build kube-scheduler          kube k8s.io/kubernetes/cmd/kube-scheduler          "$(kube_ldflags)"
+build kubectl                 kube k8s.io/kubernetes/cmd/kubectl                 "$(kube_ldflags)"
 build etcd                    etcd go.etcd.io/etcd/server/v3
 build kwok                    kwok sigs.k8s.io/kwok/cmd/kwok "-X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v}"
 copy_stages
