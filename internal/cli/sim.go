@@ -147,7 +147,8 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	doc := report.Document{Title: "Gantry simulation", Intro: jobs[0].Describe(), Records: records, PerFunction: true}
+	doc := report.Document{Title: "Gantry simulation", Intro: jobs[0].Describe(), Records: records,
+		PerFunction: true, Traces: experiment.Traces(jobs, false)}
 	return emit(cmd, f, doc)
 }
 
@@ -191,7 +192,7 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return err
 	}
-	meta := experiment.PaperMeta{Plan: plan, Runs: len(jobs), Wall: time.Since(start), Workers: f.workers}
+	meta := experiment.PaperMeta{Plan: plan, Jobs: jobs, Runs: len(jobs), Wall: time.Since(start), Workers: f.workers}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%d runs in %v\n", len(jobs), meta.Wall.Round(time.Second))
 	return emit(cmd, f, experiment.PaperDocument(records, meta))
 }

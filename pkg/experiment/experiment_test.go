@@ -322,3 +322,46 @@ func TestPaperReportDirHasSummaryPlots(t *testing.T) {
 		_ = os.CopyFS(keep, os.DirFS(dir))
 	}
 }
+
+func TestTracesListsEachTraceOnce(t *testing.T) {
+	plan := DefaultPaperPlan()
+	plan.Duration, plan.LargeDuration = time.Minute, time.Minute
+	jobs, err := PaperJobs(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := Traces(jobs, false)
+	if len(abs) != 4 || abs[3].Name != LargeTraceLabel {
+		t.Fatalf("traces %v", abs)
+	}
+	checkNear(t, "large peak", slicesMax(abs[3].PerSecond), TwitterLargePeak)
+	rel := Traces(jobs, true)
+	if !strings.HasPrefix(rel[1].Name, "wiki (mean 302 rps)") {
+		t.Errorf("relative name %q", rel[1].Name)
+	}
+	checkNear(t, "relative wiki peak", slicesMax(rel[1].PerSecond), 331.0/302)
+}
+
+func slicesMax(xs []float64) float64 {
+	m := math.Inf(-1)
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+func TestPaperReportWithAtollAloneStillWrites(t *testing.T) {
+	var recs []report.Record
+	for _, r := range paperRecords(t) {
+		if r.Policy == "atoll" && r.App == "image-compression" && r.Dist == "heavy" {
+			recs = append(recs, r)
+		}
+	}
+	dir := t.TempDir()
+	if err := report.WriteDir(dir, PaperDocument(recs, PaperMeta{Plan: DefaultPaperPlan()})); err != nil {
+		t.Fatalf("a matrix of Atoll alone: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, report.PlotsDir, "summary-stable-slo.png")); err != nil {
+		t.Error(err)
+	}
+}

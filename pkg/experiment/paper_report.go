@@ -212,7 +212,9 @@ func sloCell(ix index) func(cond, string) string {
 
 // PaperMeta is how the matrix was run, for the report's preamble.
 type PaperMeta struct {
-	Plan    PaperPlan
+	Plan PaperPlan
+	// Jobs, when set, let the report draw the traces the matrix used.
+	Jobs    []Job
 	Runs    int
 	Wall    time.Duration
 	Workers int
@@ -244,6 +246,8 @@ func PaperDocument(records []report.Record, meta PaperMeta) report.Document {
 		// 60 conditions x 3 bar charts would bury the summary figures;
 		// the tables give every condition's containers and SLO.
 		OnlyCDFPerCondition: true,
+		Traces:              Traces(meta.Jobs, true),
+		TracesYLabel:        "arrival rate / mean rate",
 	}
 }
 
@@ -281,6 +285,7 @@ func paperIntro(m PaperMeta) string {
 // and for the large-scale Twitter trace.
 func paperFigures(ix index, policies []string) []report.Figure {
 	var figs []report.Figure
+	others := without(policies, "atoll")
 	for _, set := range []struct {
 		file, what string
 		traces     []string
@@ -288,24 +293,28 @@ func paperFigures(ix index, policies []string) []report.Figure {
 		{"summary-stable", "stable traces, 288 cores", stable},
 		{"summary-twitter-large", "Twitter peak 5450 rps, 6384 cores", largeOnly},
 	} {
-		figs = append(figs,
-			distFigure(set.file+"-containers.png", "Containers spawned against Atoll — "+set.what, "% change (lower is fewer)", without(policies, "atoll"),
-				func(c cond, p string) (float64, bool) {
-					v, ok := ix.change(c, containers, p, "atoll")
-					return 100 * v, ok
-				}, set.traces),
-			distFigure(set.file+"-live.png", "Mean live containers against Atoll — "+set.what, "% change (lower is fewer)", without(policies, "atoll"),
-				func(c cond, p string) (float64, bool) {
-					v, ok := ix.change(c, avgLive, p, "atoll")
-					return 100 * v, ok
-				}, set.traces),
-			distFigure(set.file+"-slo.png", "SLO misses — "+set.what, "% of requests over the SLO", policies,
-				func(c cond, p string) (float64, bool) {
-					v, ok := ix.mean(c, compliance, p)
-					return 100 * (1 - v), ok
-				}, set.traces))
+		if len(others) > 0 {
+			figs = append(figs,
+				distFigure(set.file+"-containers.png", "Containers spawned against Atoll — "+set.what, "% change (lower is fewer)", others,
+					changeValue(ix, containers), set.traces),
+				distFigure(set.file+"-live.png", "Mean live containers against Atoll — "+set.what, "% change (lower is fewer)", others,
+					changeValue(ix, avgLive), set.traces))
+		}
+		figs = append(figs, distFigure(set.file+"-slo.png", "SLO misses — "+set.what, "% of requests over the SLO", policies,
+			func(c cond, p string) (float64, bool) {
+				v, ok := ix.mean(c, compliance, p)
+				return 100 * (1 - v), ok
+			}, set.traces))
 	}
 	return figs
+}
+
+// changeValue is a metric's change against Atoll, in percent.
+func changeValue(ix index, m metric) func(cond, string) (float64, bool) {
+	return func(c cond, p string) (float64, bool) {
+		v, ok := ix.change(c, m, p, "atoll")
+		return 100 * v, ok
+	}
 }
 
 func distFigure(file, title, ylabel string, policies []string, value func(cond, string) (float64, bool), traces []string) report.Figure {

@@ -168,3 +168,29 @@ func (j Job) Describe() string {
 		c.App.Name, c.App.SLO, c.Dist.Name(), label(j), c.Trace.Mean(), c.Trace.Peak(), c.Trace.Duration(),
 		c.Nodes, c.CoresPerNode, c.Seed)
 }
+
+// Traces returns each distinct trace of the jobs once, in job order, for
+// plotting. With relative, rates are divided by the trace's mean so that
+// traces of very different scales share one chart.
+func Traces(jobs []Job, relative bool) []report.TraceSeries {
+	var out []report.TraceSeries
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		name := label(j)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, traceSeries(j, name, relative))
+	}
+	return out
+}
+
+func traceSeries(j Job, name string, relative bool) report.TraceSeries {
+	tr := j.Config.Trace
+	if !relative || tr.Mean() <= 0 {
+		return report.TraceSeries{Name: name, PerSecond: tr.PerSecond}
+	}
+	rel := tr.Scale(1 / tr.Mean())
+	return report.TraceSeries{Name: fmt.Sprintf("%s (mean %.0f rps)", name, tr.Mean()), PerSecond: rel.PerSecond}
+}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -9,6 +10,9 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
+
+// ErrEmptyFigure is returned for a figure with no categories or no series.
+var ErrEmptyFigure = errors.New("figure has nothing to draw")
 
 // Series is one set of bars in a grouped bar chart.
 type Series struct {
@@ -30,6 +34,9 @@ type Figure struct {
 const groupWidth = 36
 
 func (f Figure) draw(dir string) (string, error) {
+	if len(f.Categories) == 0 || len(f.Series) == 0 {
+		return "", fmt.Errorf("figure %s: %w", f.File, ErrEmptyFigure)
+	}
 	p := plot.New()
 	p.Title.Text = f.Title
 	p.Y.Label.Text = f.YLabel

@@ -26,6 +26,10 @@ type Document struct {
 	// PerFunction adds, for chains, a table per condition with every
 	// function's metrics.
 	PerFunction bool
+	// Traces are drawn on one chart by WriteDir, when given, against
+	// TracesYLabel (default "requests per second").
+	Traces       []TraceSeries
+	TracesYLabel string
 	// Figures are summary charts drawn by WriteDir.
 	Figures []Figure
 	// Plots maps a group key to the plot files (relative paths) drawn for it.

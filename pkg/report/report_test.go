@@ -238,6 +238,10 @@ func TestWriteDirDrawsSummaryFigures(t *testing.T) {
 	if !bytes.Contains(md, []byte("## Summary plots\n\n![plots/summary.png](plots/summary.png)")) {
 		t.Errorf("report.md does not show the summary figure:\n%s", md)
 	}
+	empty := Figure{File: "empty.png", Series: fig.Series}
+	if err := WriteDir(t.TempDir(), Document{Records: sampleRecords(), Figures: []Figure{empty}}); !errors.Is(err, ErrEmptyFigure) {
+		t.Errorf("figure without categories: %v, want ErrEmptyFigure", err)
+	}
 	fig.Series[1].Values = []float64{1}
 	if err := WriteDir(t.TempDir(), Document{Records: sampleRecords(), Figures: []Figure{fig}}); err == nil {
 		t.Error("a series with the wrong number of values was drawn")
@@ -280,5 +284,25 @@ func TestWriteTableHasOneLinePerRun(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 4 || !strings.Contains(lines[2], "cypress") || !strings.Contains(lines[2], "99.97%") {
 		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+func TestWriteDirDrawsTheTraces(t *testing.T) {
+	dir := t.TempDir()
+	doc := Document{Title: "t", Records: sampleRecords(), Traces: []TraceSeries{
+		{Name: "wiki", PerSecond: []float64{300, 310, 331, 290}},
+		{Name: "twitter", PerSecond: []float64{100, 250, 120, 110}},
+	}}
+	if err := WriteDir(dir, doc); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, filepath.Join(dir, PlotsDir, TracesFile))
+	md, _ := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if !bytes.Contains(md, []byte("(plots/"+TracesFile+")")) {
+		t.Error("report.md does not show the traces")
+	}
+	doc.Traces = append(doc.Traces, TraceSeries{Name: "empty"})
+	if err := WriteDir(t.TempDir(), doc); err == nil {
+		t.Error("an empty trace was drawn")
 	}
 }

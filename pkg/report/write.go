@@ -59,6 +59,13 @@ func WriteDir(dir string, doc Document) error {
 		return err
 	}
 	doc.Plots = plots
+	if len(doc.Traces) > 0 {
+		file, err := drawTraces(filepath.Join(dir, PlotsDir), doc.TracesYLabel, doc.Traces)
+		if err != nil {
+			return err
+		}
+		doc.FigureFiles = append(doc.FigureFiles, file)
+	}
 	for _, f := range doc.Figures {
 		file, err := f.draw(filepath.Join(dir, PlotsDir))
 		if err != nil {
