@@ -44,6 +44,8 @@ func drawTraces(dir, ylabel string, traces []TraceSeries) (string, error) {
 		p.Legend.Add(t.Name, line)
 	}
 	p.Y.Min = 0
+	// Headroom above the peaks for the legend.
+	p.Y.Max *= 1 + 0.1*float64(len(traces))
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	if err := p.Save(plotW, plotH, filepath.Join(dir, TracesFile)); err != nil {
