@@ -42,7 +42,30 @@ func newRootCmd() *cobra.Command {
 		newClusterCmd(),
 		newControllerCmd(),
 	)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	wrapArgErrors(root)
 	return root
+}
+
+// wrapArgErrors makes cobra's positional-argument errors usage errors, so a
+// stray argument exits 2 like a bad flag does.
+func wrapArgErrors(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		wrapArgErrors(sub)
+	}
+	validate := c.Args
+	if validate == nil {
+		if c.HasSubCommands() {
+			return // cobra reports unknown subcommands itself
+		}
+		validate = cobra.NoArgs
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := validate(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
 }
 
 // usageError marks bad flags or arguments; Execute maps it to exit code 2.
