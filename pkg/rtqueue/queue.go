@@ -54,8 +54,11 @@ type Queue[T comparable] struct {
 	// mu guards every field below, the delay heap included.
 	mu       sync.Mutex
 	waiting  levels[T]
-	queued   map[T]*entry[T]
-	active   map[T]*inflight[T]
+	queued map[T]*entry[T]
+	active map[T]*inflight[T]
+	// lastPrio holds the priority of every key the queue holds (waiting,
+	// delayed or in flight); lockedRelease drops it when the key leaves, so
+	// churn through many keys does not grow it.
 	lastPrio map[T]int
 	seq      uint64
 	delayed  delayHeap[T]
@@ -101,7 +104,9 @@ func New[T comparable](cfg Config[T]) *Queue[T] {
 	return q
 }
 
-// Add queues item at its last known priority (0 if never seen).
+// Add queues item at the priority last given to AddWithPriority while the
+// queue held it (waiting, delayed or in flight), or 0 for a key it does not
+// hold.
 func (q *Queue[T]) Add(item T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -278,8 +283,19 @@ func (q *Queue[T]) Done(item T) {
 		e.priority = max(e.priority, a.priority)
 		q.queued[item] = e
 		q.lockedPush(e, now)
+	} else {
+		q.lockedRelease(item)
 	}
 	q.lockedSignalDrained()
+}
+
+// lockedRelease forgets the priority of an item that has left the queue,
+// unless a delayed add still holds it: a controller that never hears of a
+// deleted key again must not leave one entry per key ever seen.
+func (q *Queue[T]) lockedRelease(item T) {
+	if _, delayed := q.delayed.byItem[item]; !delayed {
+		delete(q.lastPrio, item)
+	}
 }
 
 func (q *Queue[T]) lockedSignalDrained() {

@@ -1,6 +1,7 @@
 package rtqueue
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,25 +107,82 @@ func TestReaddRaisesButNeverLowersQueuedPriority(t *testing.T) {
 	}
 }
 
-func TestPlainAddReusesLastPriority(t *testing.T) {
+// Requeues issued while a key is in flight (AddRateLimited, AddAfter, Add)
+// keep its criticality, as a controller's error path needs.
+func TestPlainAddReusesPriorityWhileKeyIsHeld(t *testing.T) {
 	q := newTestQueue(t, Config[string]{})
 	q.AddWithPriority("a", 70)
 	mustGet(t, q)
-	q.Done("a")
 	q.Add("a")
 	q.Add("never-seen")
+	q.Done("a")
 	if _, prio := mustGet(t, q); prio != 70 {
-		t.Fatalf("plain Add priority = %d, want last known 70", prio)
+		t.Fatalf("plain Add during processing: priority %d, want 70", prio)
 	}
 	if _, prio := mustGet(t, q); prio != 0 {
 		t.Fatalf("unseen key priority = %d, want 0", prio)
 	}
 	q.Done("a")
-	q.ForgetPriority("a")
 	q.Add("a")
 	if _, prio := mustGet(t, q); prio != 0 {
-		t.Fatalf("after ForgetPriority: %d, want 0", prio)
+		t.Fatalf("plain Add after the key left the queue: %d, want 0", prio)
 	}
+	q.Done("a")
+	q.AddWithPriority("b", 30)
+	q.ForgetPriority("b")
+	mustGet(t, q)
+	q.Add("b")
+	q.Done("b")
+	if _, prio := mustGet(t, q); prio != 30 {
+		t.Fatalf("ForgetPriority must not lower a queued key: got %d, want 30", prio)
+	}
+}
+
+// A controller never hears again of a deleted object's key, so the queue's
+// per-key memory must end when the key leaves, or churn grows it forever.
+func TestPriorityMemoryIsBoundedUnderChurn(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := newTestQueue(t, Config[string]{Clock: clk})
+	for i := range 5000 {
+		key := fmt.Sprintf("ns/obj-%d", i)
+		q.AddWithPriority(key, i%100)
+		mustGet(t, q)
+		if i%2 == 0 {
+			q.AddAfter(key, time.Second) // a retry still pending when Done
+		}
+		q.Done(key)
+	}
+	if n := q.remembered(); n != 2500 {
+		t.Fatalf("remembered %d priorities with 2500 retries pending, want 2500", n)
+	}
+	waitFor(t, "delay timer", clk.HasWaiters)
+	clk.Step(time.Second)
+	waitFor(t, "retries", func() bool { return q.Len() == 2500 })
+	for range 2500 {
+		key, prio := mustGet(t, q)
+		if want := indexOf(t, key) % 100; prio != want {
+			t.Fatalf("retry of %s at priority %d, want its original %d", key, prio, want)
+		}
+		q.Done(key)
+	}
+	if n := q.remembered(); n != 0 {
+		t.Fatalf("remembered %d priorities after every key left, want 0", n)
+	}
+}
+
+func indexOf(t *testing.T, key string) int {
+	t.Helper()
+	var i int
+	if _, err := fmt.Sscanf(key, "ns/obj-%d", &i); err != nil {
+		t.Fatalf("key %q: %v", key, err)
+	}
+	return i
+}
+
+func (q *Queue[T]) remembered() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.lastPrio)
 }
 
 func TestOutOfRangePriorityIsClampedNotDropped(t *testing.T) {
@@ -157,9 +215,9 @@ func TestAddAfterWaitsForClock(t *testing.T) {
 	q := newTestQueue(t, Config[string]{Clock: clk})
 	q.AddWithPriority("a", 60)
 	mustGet(t, q)
-	q.Done("a")
 	q.AddAfter("a", 50*time.Millisecond)
 	q.AddAfter("a", 20*time.Millisecond) // earlier ready time wins
+	q.Done("a")
 	waitFor(t, "delay timer", clk.HasWaiters)
 	clk.Step(10 * time.Millisecond)
 	if q.Len() != 0 {
