@@ -77,7 +77,7 @@ func TestSimBadInputGivesAClearErrorAndNonZeroExit(t *testing.T) {
 		{[]string{"--experiment", "paper", "--app", "image-compression"}, 2, "--app cannot be combined"},
 		{[]string{"--experiment", "paper", "--policies", "magic"}, 2, `unknown policy "magic"`},
 		{[]string{"--experiment", "paper", "--duration", "-1s"}, 2, "--duration"},
-		{[]string{"extra-arg"}, 1, "unknown command"},
+		{[]string{"extra-arg"}, 2, "unknown command"},
 	}
 	for _, c := range cases {
 		args := append([]string{"sim"}, c.args...)
