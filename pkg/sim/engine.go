@@ -250,11 +250,29 @@ func (e *engine) next(rt *fnRuntime) (int32, bool) {
 func (e *engine) key(rt *fnRuntime, req *request) int64 {
 	switch e.order {
 	case policy.HeaviestFirst:
-		return -req.pred
+		return e.roundKey(req)
 	case policy.LeastSlack:
 		return req.arrival + rt.deadline - req.pred
 	}
 	return req.enq
+}
+
+// roundSpan bounds the predicted execution times a round key orders; a
+// longer prediction sorts as if it were this long. It is far above any
+// SLO the workloads have and leaves 2^23 rounds in an int64.
+const roundSpan = int64(1) << 40
+
+// roundKey is IS Reordering as Cypress's Reactive Scaler applies it: each
+// time it runs (every tick) it sorts the requests that arrived since its
+// last run heaviest first and hands them to the containers behind those it
+// already ordered. A heavy request therefore overtakes the light requests
+// of its own round but never those of an earlier round; a single heap
+// keyed on execution time alone would let a steady stream of heavy
+// arrivals starve the light requests indefinitely, which first-fit
+// decreasing over a queue snapshot never does.
+func (e *engine) roundKey(req *request) int64 {
+	round := req.enq / int64(e.cfg.Tick)
+	return round*roundSpan - min(req.pred, roundSpan-1)
 }
 
 func (e *engine) counts(fn int32) policy.Counts {

@@ -104,3 +104,30 @@ func TestProgressReportsEveryWindow(t *testing.T) {
 		t.Fatalf("%d progress calls, last at %v", calls, last)
 	}
 }
+
+// Cypress's IS Reordering runs heaviest first within the requests its
+// Reactive Scaler has not yet ordered; a heavier request that arrives in a
+// later round must not overtake a light one ordered in an earlier round,
+// or a steady stream of heavy requests would starve the light ones.
+func TestISReorderingRunsHeaviestFirstWithinARoundWithoutStarvingEarlierRounds(t *testing.T) {
+	cfg := Config{App: flatApp(100*time.Millisecond, time.Second), Dist: dist(t, "uniform"),
+		Trace: constantTrace(1, time.Second), Custom: ordered{policy.Fixed(1), policy.HeaviestFirst}}
+	cfg.applyDefaults()
+	e := newEngine(cfg, cfg.Custom)
+	rt := &e.fns[0]
+	add := func(enq int64, pred time.Duration) int32 {
+		r := e.newRequest()
+		e.reqs[r].arrival, e.reqs[r].enq, e.reqs[r].pred = enq, enq, int64(pred)
+		rt.queue.push(e.key(rt, &e.reqs[r]), r)
+		return r
+	}
+	tick := int64(cfg.Tick)
+	light := add(0, 10*time.Millisecond)
+	heavy := add(tick/2, 300*time.Millisecond) // same round, arrived later
+	laterHeavy := add(tick+1, 900*time.Millisecond)
+	for i, want := range []int32{heavy, light, laterHeavy} {
+		if r, _ := e.next(rt); r != want {
+			t.Fatalf("position %d ran request %d, want %d", i, r, want)
+		}
+	}
+}
