@@ -212,6 +212,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.startInformers(ctx); err != nil {
 		return err
 	}
+	return c.reconcileWhileActive(ctx)
+}
+
+// reconcileWhileActive runs the engine and reports this replica as the
+// active one (gantry_rtcontroller_leader 1, IsLeader true) for exactly that
+// time, with or without leader election: a replica that reconciles must
+// never read as a standby.
+func (c *Controller) reconcileWhileActive(ctx context.Context) error {
+	c.setLeader(true)
+	defer c.setLeader(false)
 	return c.engine.Run(ctx, c.boundTo(ctx))
 }
 

@@ -24,9 +24,15 @@ type ownerKey struct {
 // but not yet seen in its pod cache, so a reconcile never repeats them.
 type expectations struct {
 	clock clock.PassiveClock
-	mu    sync.Mutex // guards byOwner
-	// byOwner holds the outstanding operations per owner incarnation.
+	mu    sync.Mutex // guards byOwner and sweptAt
+	// byOwner holds the outstanding operations per owner incarnation. A
+	// record leaves as soon as it is satisfied or expired, so an owner
+	// deleted while a reconcile was recording operations for it cannot
+	// leave an entry behind forever.
 	byOwner map[ownerKey]*pendingOps
+	// sweptAt is when expired records of owners nobody asks about any more
+	// were last dropped.
+	sweptAt time.Time
 }
 
 type pendingOps struct {
@@ -48,10 +54,38 @@ func (e *expectations) satisfied(k ownerKey) bool {
 	if !ok {
 		return true
 	}
-	if p.adds <= 0 && len(p.deletes) == 0 {
+	if p.met() || e.lockedExpired(p) {
+		delete(e.byOwner, k)
 		return true
 	}
+	return false
+}
+
+func (p *pendingOps) met() bool { return p.adds <= 0 && len(p.deletes) == 0 }
+
+func (e *expectations) lockedExpired(p *pendingOps) bool {
 	return e.clock.Since(p.setAt) > expectationTTL
+}
+
+// lockedSweep drops expired records at most once per TTL, so the cost stays
+// amortised O(1) per expect.
+func (e *expectations) lockedSweep() {
+	if e.clock.Since(e.sweptAt) <= expectationTTL {
+		return
+	}
+	e.sweptAt = e.clock.Now()
+	for k, p := range e.byOwner {
+		if e.lockedExpired(p) {
+			delete(e.byOwner, k)
+		}
+	}
+}
+
+// len is the number of records held.
+func (e *expectations) len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.byOwner)
 }
 
 // expect records operations about to be issued. It replaces any previous
@@ -63,6 +97,7 @@ func (e *expectations) expect(k ownerKey, adds int, deletes []types.UID) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.lockedSweep()
 	e.byOwner[k] = p
 }
 
@@ -73,6 +108,13 @@ func (e *expectations) creationObserved(k ownerKey) {
 	defer e.mu.Unlock()
 	if p, ok := e.byOwner[k]; ok && p.adds > 0 {
 		p.adds--
+		e.lockedPruneIfMet(k, p)
+	}
+}
+
+func (e *expectations) lockedPruneIfMet(k ownerKey, p *pendingOps) {
+	if p.met() {
+		delete(e.byOwner, k)
 	}
 }
 
@@ -82,6 +124,7 @@ func (e *expectations) deletionObserved(k ownerKey, uid types.UID) {
 	defer e.mu.Unlock()
 	if p, ok := e.byOwner[k]; ok {
 		delete(p.deletes, uid)
+		e.lockedPruneIfMet(k, p)
 	}
 }
 

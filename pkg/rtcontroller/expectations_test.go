@@ -1,6 +1,7 @@
 package rtcontroller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,5 +42,28 @@ func TestExpectationsExpireSoALostEventCannotStallForever(t *testing.T) {
 	c.SetTime(t0.Add(expectationTTL + time.Second))
 	if !e.satisfied(k) {
 		t.Fatal("expired expectation still blocks")
+	}
+}
+
+// Thousands of owners come and go; records of satisfied operations, and of
+// owners deleted before their operations were seen, must not pile up.
+func TestExpectationsDoNotGrowWithOwnerChurn(t *testing.T) {
+	c := clocktesting.NewFakePassiveClock(t0)
+	e := newExpectations(c)
+	for i := range 5000 {
+		k := ownerKey{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), UID: types.UID(fmt.Sprint(i))}
+		e.expect(k, 1, []types.UID{"p"})
+		e.creationObserved(k)
+		if i%10 != 0 {
+			e.deletionObserved(k, "p") // every tenth owner is deleted with a delete unseen
+		}
+	}
+	if n := e.len(); n != 500 {
+		t.Fatalf("%d records after 4500 owners saw all their operations, want the 500 unmet ones", n)
+	}
+	c.SetTime(t0.Add(expectationTTL + time.Second))
+	e.expect(ownerKey{Namespace: "ns", Name: "late", UID: "late"}, 1, nil)
+	if n := e.len(); n != 1 {
+		t.Fatalf("%d records after the unmet ones expired, want only the new one", n)
 	}
 }

@@ -101,9 +101,8 @@ func (c *Controller) newElector(le LeaderElection) (*leaderelection.LeaderElecto
 }
 
 func (c *Controller) lead(ctx context.Context) {
-	c.setLeader(true)
 	c.log.Info("became leader; reconciling")
-	if err := c.engine.Run(ctx, c.boundTo(ctx)); err != nil {
+	if err := c.reconcileWhileActive(ctx); err != nil {
 		c.log.Error("engine stopped", "err", err)
 	}
 }
@@ -117,5 +116,6 @@ func (c *Controller) setLeader(on bool) {
 	}
 }
 
-// IsLeader reports whether this replica currently holds the lease.
+// IsLeader reports whether this replica is the one reconciling: it holds the
+// lease, or leader election is off and it runs alone.
 func (c *Controller) IsLeader() bool { return c.leader.Load() }

@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"operation", "result"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gantry_rtcontroller_leader",
-			Help: "1 while this replica holds the leader lease.",
+			Help: "1 while this replica reconciles: it holds the leader lease, or leader election is off.",
 		}),
 	}
 	if reg == nil {

@@ -1,11 +1,13 @@
 package rtcontroller
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
@@ -73,5 +75,34 @@ func TestNewRejectsMissingConfigAndDuplicateMetrics(t *testing.T) {
 func TestNewEngineRejectsUnknownQueue(t *testing.T) {
 	if _, err := NewEngine("lifo", 1, rtqueue.DefaultPoolConfig(), nil); !errors.Is(err, ErrUnknownQueue) {
 		t.Fatalf("NewEngine(lifo) = %v, want ErrUnknownQueue", err)
+	}
+}
+
+// Without leader election the single replica reconciles, so it must read as
+// the active one on /metrics while it runs, and stop doing so when it stops.
+func TestActiveReplicaMetricWithoutLeaderElection(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := newOfflineController(t, reg)
+	h := c.Handler(reg)
+	const on, off = "gantry_rtcontroller_leader 1", "gantry_rtcontroller_leader 0"
+	if _, body := get(t, h, "/metrics"); !strings.Contains(body, off) {
+		t.Fatalf("before running: /metrics lacks %q", off)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.reconcileWhileActive(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, body := get(t, h, "/metrics"); !strings.Contains(body, on) || !c.IsLeader(); _, body = get(t, h, "/metrics") {
+		if time.Now().After(deadline) {
+			t.Fatalf("running replica never reported %q", on)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("engine: %v", err)
+	}
+	if _, body := get(t, h, "/metrics"); !strings.Contains(body, off) || c.IsLeader() {
+		t.Fatalf("stopped replica still reports itself active")
 	}
 }

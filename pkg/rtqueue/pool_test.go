@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,5 +364,32 @@ func TestRealTimeOffUsesFixedNiceAndNoWarning(t *testing.T) {
 	}
 	if logs.warns.Load() != 0 || r.pool.Policy() != PolicyOther {
 		t.Fatalf("real time off: %d warnings, policy %v; want none and SCHED_OTHER", logs.warns.Load(), r.pool.Policy())
+	}
+}
+
+// A controller that starts and stops its engine (a lost and regained lease,
+// a test per package) must not leave worker threads or the delay goroutine
+// behind.
+func TestPoolAndQueueLeaveNoGoroutinesOnShutdown(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for round := range 3 {
+		r := startPool(t, Config[string]{RateLimiter: fastLimiter()}, func(_ context.Context, item string) error {
+			if strings.HasSuffix(item, "7") {
+				return errors.New("retry me") // leaves delayed retries pending at shutdown
+			}
+			return nil
+		}, PoolConfig{Min: 3, Max: 6, IdleThreshold: 1, Reserve: 1, ReserveFloor: 50, Scheduler: newFakeSched(false)})
+		for i := range 40 {
+			r.q.AddWithPriority(fmt.Sprint(round, "-", i), i)
+		}
+		r.shutdown()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after shutdown, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -21,9 +21,12 @@ import (
 
 func TestCreateReachesRunningAndReady(t *testing.T) {
 	e := setup(t)
-	e.startController(t, ctrlOpts{})
+	r := e.startController(t, ctrlOpts{})
 	created := e.create(t, e.newRT("web", 3, 10))
 	rt := e.waitReady(t, "web", 3)
+	if !r.c.IsLeader() {
+		t.Error("a controller running without leader election reconciles but reports itself a standby")
+	}
 
 	if rt.Status.Selector != "app=web" || rt.Status.Criticality != 10 {
 		t.Errorf("status selector %q criticality %d, want app=web and 10", rt.Status.Selector, rt.Status.Criticality)
