@@ -52,10 +52,10 @@ type Queue[T comparable] struct {
 	metricsRegisterer prometheus.Registerer
 
 	// mu guards every field below, the delay heap included.
-	mu       sync.Mutex
-	waiting  levels[T]
-	queued map[T]*entry[T]
-	active map[T]*inflight[T]
+	mu      sync.Mutex
+	waiting levels[T]
+	queued  map[T]*entry[T]
+	active  map[T]*inflight[T]
 	// lastPrio holds the priority of every key the queue holds (waiting,
 	// delayed or in flight); lockedRelease drops it when the key leaves, so
 	// churn through many keys does not grow it.
