@@ -58,6 +58,10 @@ type parts struct {
 	chainExtra float64
 	// truth makes the policy read Spec.Truth instead of learning.
 	truth bool
+	// noChain sizes every function after the first by static batching on
+	// its mean execution time instead of carrying the predicted input
+	// sizes down the chain (Cypress figure 2's "No CP").
+	noChain bool
 }
 
 var catalog = map[string]parts{
@@ -84,6 +88,18 @@ var ablations = map[string]func(p *parts){
 	"gantry-heaviest-first": func(p *parts) { p.order = HeaviestFirst },
 }
 
+// chainAblations are Cypress with chained prediction or look-ahead taken
+// away: the three schemes of the paper's figure 2, where "cypress" itself
+// is CP+LAS. New accepts them, Names does not list them.
+var chainAblations = map[string]func(p *parts){
+	"cypress-no-cp": func(p *parts) { p.noChain = true; p.lookAhead = false },
+	"cypress-cp":    func(p *parts) { p.lookAhead = false },
+}
+
+// ChainAblations lists the figure-2 schemes in the paper's order: No CP,
+// CP, CP+LAS.
+func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", "cypress"} }
+
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-panic", "gantry-no-stream"}
@@ -94,6 +110,10 @@ func New(name string, spec Spec) (Policy, error) {
 	p, ok := catalog[name]
 	if undo, isAblation := ablations[name]; isAblation {
 		p, ok = catalog["gantry"], true
+		undo(&p)
+	}
+	if undo, isAblation := chainAblations[name]; isAblation {
+		p, ok = catalog["cypress"], true
 		undo(&p)
 	}
 	if !ok {

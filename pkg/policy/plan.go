@@ -137,7 +137,7 @@ func (c *core) sizeFunction(f int, rate float64) (int, bool) {
 	if count == 0 {
 		return 0, true
 	}
-	if c.p.sizing == sizeStatic {
+	if c.p.sizing == sizeStatic || (c.p.noChain && f > 0) {
 		return batch.Static(count, slo, time.Duration(c.meanExec(f))), true
 	}
 	if c.p.stream {

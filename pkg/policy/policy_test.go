@@ -282,3 +282,60 @@ func TestChainedPredictionSizesDownstreamFromPredictedOutputs(t *testing.T) {
 		t.Fatalf("downstream sized %d when outputs are 4x inputs, %d when 0.5x", large, small)
 	}
 }
+
+// Cypress figure 2: without chained prediction ("No CP") the downstream
+// function is sized by static batching on its mean execution time, which
+// under-provisions a mix of a few heavy and many light requests; with it
+// ("CP") IS batching gives each heavy request the room it needs. The first
+// function is sized the same way by both.
+func TestNoChainedPredictionFallsBackToStaticBatchingDownstream(t *testing.T) {
+	targets := func(name string) []Decision {
+		s := spec(FunctionSpec{Name: "a", SLO: 500 * ms, SizeSensitive: true},
+			FunctionSpec{Name: "b", SLO: 500 * ms, SizeSensitive: true})
+		p := mustNew(t, name, s)
+		rng := rand.New(rand.NewPCG(3, 3))
+		views := make([]View, 2)
+		out := make([]Decision, 2)
+		p.Plan(t0, views, out)
+		for w := range 5 {
+			for range 10000 {
+				x := 1.0
+				if rng.Float64() < 0.1 {
+					x = 100
+				}
+				p.Arrive(t0, 0, x, Counts{})
+				y := 4 * x
+				_ = p.Complete(0, x, time.Duration(x*float64(ms)/4), y)
+				_ = p.Complete(1, y, time.Duration(y*float64(ms)), 1)
+			}
+			p.Plan(t0.Add(time.Duration(w+1)*10*time.Second), views, out)
+		}
+		return out
+	}
+	noCP, cp := targets("cypress-no-cp"), targets("cypress-cp")
+	if noCP[0] != cp[0] {
+		t.Fatalf("first function sized %+v without CP, %+v with it", noCP[0], cp[0])
+	}
+	if cp[1].Add <= noCP[1].Add {
+		t.Fatalf("downstream sized %d with CP, %d without: static batching on the mean should need fewer", cp[1].Add, noCP[1].Add)
+	}
+}
+
+// The figure-2 schemes are Cypress minus one mechanism each and stay out
+// of the list of named policies.
+func TestChainAblationsAreCypressVariants(t *testing.T) {
+	for _, name := range ChainAblations() {
+		p := mustNew(t, name, spec(FunctionSpec{Name: "f", SLO: time.Second}))
+		if p.Order() != HeaviestFirst || p.Name() != name {
+			t.Errorf("%s: order %v, name %q", name, p.Order(), p.Name())
+		}
+	}
+	if noCP, cp := chainAblations["cypress-no-cp"], chainAblations["cypress-cp"]; noCP == nil || cp == nil {
+		t.Fatal("missing figure-2 scheme")
+	}
+	for _, n := range Names() {
+		if _, ok := chainAblations[n]; ok {
+			t.Errorf("Names lists the ablation %s", n)
+		}
+	}
+}
