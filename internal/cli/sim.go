@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -204,6 +205,9 @@ func paperPlan(cmd *cobra.Command, f *simFlags) (experiment.PaperPlan, error) {
 		return plan, asUsage(err)
 	}
 	plan.Policies, plan.Seed, plan.LargeDuration = policies, f.seed, f.largeDuration
+	// Figure 2 ablates Cypress; without cypress in the run it has nothing
+	// to compare against.
+	plan.ChainAblation = slices.Contains(policies, "cypress")
 	if cmd.Flags().Changed("duration") {
 		plan.Duration = f.duration
 	}

@@ -114,14 +114,17 @@ func TestSimPaperExperimentWritesTheComparison(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Runs) != 5*3*4*2 {
-		t.Errorf("%d runs, want 120", len(got.Runs))
+	// The matrix, plus No CP and CP (figure 2) on audio-translation under
+	// 3 distributions x the 2 stable traces.
+	if want := 5*3*4*2 + 2*3*2; len(got.Runs) != want {
+		t.Errorf("%d runs, want %d", len(got.Runs), want)
 	}
 	md, err := os.ReadFile(filepath.Join(out, report.MarkdownFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Beside the paper's published figures", "| Fig. 11a |", "twitter-large", "## SLO compliance per policy"} {
+	for _, want := range []string{"## Beside the paper's published figures", "| Fig. 11a |", "twitter-large", "## SLO compliance per policy",
+		"## Chained prediction (figure 2)"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("report.md lacks %q", want)
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -172,12 +173,22 @@ func TestPaperJobsCoverTheMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	np := len(policy.Names())
-	if want := 5*3*3*np + 5*3*np; len(jobs) != want {
+	// Figure 2: No CP and CP on audio-translation, 3 distributions x the
+	// 2 stable traces (CP+LAS is cypress, already in the matrix).
+	const fig2 = 2 * 3 * 2
+	if want := 5*3*3*np + 5*3*np + fig2; len(jobs) != want {
 		t.Fatalf("%d jobs, want %d", len(jobs), want)
 	}
 	seen := map[string]int{}
 	for _, j := range jobs {
 		lbl := label(j)
+		if !slices.Contains(policy.Names(), j.Config.Policy) {
+			if j.Config.App.Name != ChainAblationApp || (lbl != "poisson" && lbl != "wiki") {
+				t.Errorf("figure-2 scheme %s runs on %s under %s", j.Config.Policy, j.Config.App.Name, lbl)
+			}
+			seen["fig2"]++
+			continue
+		}
 		seen[lbl]++
 		peak := j.Config.Trace.Peak()
 		switch lbl {
@@ -197,6 +208,9 @@ func TestPaperJobsCoverTheMatrix(t *testing.T) {
 		if j.cores() != 288 {
 			t.Errorf("%s: %d cores, want 288", lbl, j.cores())
 		}
+	}
+	if seen["fig2"] != fig2 {
+		t.Errorf("%d figure-2 jobs, want %d", seen["fig2"], fig2)
 	}
 	for _, l := range []string{"poisson", "wiki", "twitter", LargeTraceLabel} {
 		if seen[l] != 15*np {
@@ -227,7 +241,7 @@ func TestPaperJobsRejectBadPlans(t *testing.T) {
 	}
 	p := DefaultPaperPlan()
 	p.SkipLarge, p.LargeDuration = true, 0
-	if jobs, err := PaperJobs(p); err != nil || len(jobs) != 45*len(p.Policies) {
+	if jobs, err := PaperJobs(p); err != nil || len(jobs) != 45*len(p.Policies)+12 {
 		t.Errorf("SkipLarge: %d jobs, err %v", len(jobs), err)
 	}
 }
@@ -268,6 +282,9 @@ func TestPaperDocumentSetsOurFiguresBesideThePapers(t *testing.T) {
 		"| cypress | -43% | -43% | -43% | -43% |",
 		"| mean live (Twitter, 6384 cores) | heavy | medial | light | all |\n|---|--:|--:|--:|--:|\n| atoll | — | — | — | — |\n| kraken | -52% |",
 		"420 runs",
+		"## Chained prediction (figure 2)",
+		"| No CP | 99.90% |",
+		"| CP+LAS (cypress) | 99.90% |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q", want)
@@ -280,6 +297,10 @@ func TestPaperDocumentSetsOurFiguresBesideThePapers(t *testing.T) {
 	}
 	if strings.Contains(md, na) {
 		t.Errorf("a claim found no data in a full matrix:\n%s", md)
+	}
+	summary := md[strings.Index(md, "## Containers against Atoll"):strings.Index(md, "## Beside the paper")]
+	if strings.Contains(summary, "cypress-no-cp") {
+		t.Error("the figure-2 schemes belong in their own section, not the per-policy tables")
 	}
 }
 

@@ -57,7 +57,15 @@ type PaperPlan struct {
 	ColdStart time.Duration
 	// SkipLarge leaves out the large-scale Twitter runs.
 	SkipLarge bool
+	// ChainAblation adds the figure-2 schemes (No CP, CP; Cypress is
+	// CP+LAS) on ChainAblationApp under the stable traces.
+	ChainAblation bool
 }
+
+// ChainAblationApp is the multi-function app of the paper's figure 2,
+// whose later function (text-translate) is where chained prediction
+// matters.
+const ChainAblationApp = "audio-translation"
 
 // Default durations: chosen so that the whole matrix (420 runs) finishes
 // within 10 minutes on 2 cores; docs/experiments.md gives the measurement.
@@ -73,6 +81,7 @@ func DefaultPaperPlan() PaperPlan {
 		LargeDuration: DefaultPaperLargeDuration,
 		Seed:          1,
 		Policies:      policy.Names(),
+		ChainAblation: true,
 	}
 }
 
@@ -99,6 +108,33 @@ func PaperJobs(p PaperPlan) ([]Job, error) {
 				}
 				jobs = append(jobs, more...)
 			}
+		}
+	}
+	if p.ChainAblation {
+		more, err := chainAblationJobs(p, traces)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, more...)
+	}
+	return jobs, nil
+}
+
+// chainAblationJobs runs the figure-2 schemes other than Cypress itself
+// (which the matrix already runs) on the stable traces.
+func chainAblationJobs(p PaperPlan, traces []scaledTrace) ([]Job, error) {
+	schemes := without(policy.ChainAblations(), "cypress")
+	var jobs []Job
+	for _, st := range traces {
+		if !slices.Contains(stable, st.label) {
+			continue
+		}
+		for _, dist := range PaperDists {
+			more, err := conditionJobs(PaperPlan{Seed: p.Seed, ColdStart: p.ColdStart, Policies: schemes}, ChainAblationApp, dist, st)
+			if err != nil {
+				return nil, err
+			}
+			jobs = append(jobs, more...)
 		}
 	}
 	return jobs, nil
