@@ -54,6 +54,8 @@ func (f *controllerFlags) validate() error {
 		return usagef("--fifo-workers must be at least 1, got %d", a.FIFOWorkers)
 	case a.Options.QPS <= 0 || a.Options.Burst < 1:
 		return usagef("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", a.Options.QPS, a.Options.Burst)
+	case a.QueueKind == rtcontroller.QueueRT && a.Pool.Validate() != nil:
+		return usagef("bad worker pool flags: %v", a.Pool.Validate())
 	case a.LeaderElect && !(a.Leader.RetryPeriod < a.Leader.RenewDeadline && a.Leader.RenewDeadline < a.Leader.LeaseDuration):
 		return usagef("need --retry-period < --renew-deadline < --lease-duration, got %v, %v, %v",
 			a.Leader.RetryPeriod, a.Leader.RenewDeadline, a.Leader.LeaseDuration)

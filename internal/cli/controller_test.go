@@ -7,10 +7,13 @@ import (
 
 func TestControllerFlagErrorsAreUsageErrors(t *testing.T) {
 	cases := map[string][]string{
-		"unknown queue":         {"--queue=lifo"},
-		"no fifo workers":       {"--queue=fifo", "--fifo-workers=0"},
-		"zero qps":              {"--kube-api-qps=0"},
-		"lease timing inverted": {"--leader-elect", "--lease-duration=2s", "--renew-deadline=5s"},
+		"unknown queue":          {"--queue=lifo"},
+		"no fifo workers":        {"--queue=fifo", "--fifo-workers=0"},
+		"zero qps":               {"--kube-api-qps=0"},
+		"lease timing inverted":  {"--leader-elect", "--lease-duration=2s", "--renew-deadline=5s"},
+		"min above max":          {"--min-workers=30", "--max-workers=20"},
+		"reserve floor above 99": {"--reserve-floor=150"},
+		"reserve takes the pool": {"--min-workers=2", "--reserve-workers=2"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -209,7 +209,11 @@ func indexByControllerUID(obj any) ([]string, error) {
 // while the controller was down is picked up.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.shutdown()
-	if err := c.startInformers(ctx); err != nil {
+	// An engine that returns early must not leave shutdown waiting forever
+	// for informers that run until ctx ends.
+	ictx, stopInformers := context.WithCancel(ctx)
+	defer stopInformers()
+	if err := c.startInformers(ictx); err != nil {
 		return err
 	}
 	return c.reconcileWhileActive(ctx)

@@ -33,6 +33,11 @@ func (e *rtEngine) Run(ctx context.Context, h Handler) error {
 func NewEngine(kind string, fifoWorkers int, pool rtqueue.PoolConfig, reg prometheus.Registerer) (Engine, error) {
 	switch kind {
 	case QueueRT:
+		// A bad pool must fail here: found only when the engine starts, it
+		// would leave a replica that won the lease holding it idle.
+		if err := pool.Validate(); err != nil {
+			return nil, err
+		}
 		return NewRTEngine(pool, reg), nil
 	case QueueFIFO:
 		return NewFIFOEngine(fifoWorkers), nil

@@ -64,21 +64,37 @@ func (c *Controller) RunLeaderElected(ctx context.Context, le LeaderElection) er
 		return ErrNoIdentity
 	}
 	defer c.shutdown()
-	elector, err := c.newElector(le)
+	// A leader whose engine fails must give the lease up, or it would hold
+	// it without reconciling and no standby could take over.
+	ectx, giveUp := context.WithCancelCause(ctx)
+	defer giveUp(nil)
+	elector, err := c.newElector(le, giveUp)
 	if err != nil {
 		return err
 	}
-	if err := c.startInformers(ctx); err != nil {
+	// The informers must stop before shutdown waits for them, also when
+	// this returns on a lost lease while ctx is still live.
+	ictx, stopInformers := context.WithCancel(ctx)
+	defer stopInformers()
+	if err := c.startInformers(ictx); err != nil {
 		return err
 	}
-	elector.Run(ctx)
-	if ctx.Err() == nil {
+	elector.Run(ectx)
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case ectx.Err() != nil:
+		return context.Cause(ectx)
+	default:
 		return ErrLeadershipLost
 	}
-	return nil
 }
 
-func (c *Controller) newElector(le LeaderElection) (*leaderelection.LeaderElector, error) {
+// ErrEngineStopped wraps the error of an engine that stopped while this
+// replica led.
+var ErrEngineStopped = errors.New("rtcontroller: engine stopped while leading")
+
+func (c *Controller) newElector(le LeaderElection, giveUp context.CancelCauseFunc) (*leaderelection.LeaderElector, error) {
 	// Lease renewals use their own client: they must never queue behind
 	// reconcile traffic.
 	kube, err := kubernetes.NewForConfig(c.opts.Config)
@@ -94,17 +110,27 @@ func (c *Controller) newElector(le LeaderElection) (*leaderelection.LeaderElecto
 		Lock: lock, Name: le.Name, ReleaseOnCancel: le.ReleaseOnCancel, WatchDog: le.Watchdog,
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: c.lead,
+			OnStartedLeading: func(ctx context.Context) { c.lead(ctx, giveUp) },
 			OnStoppedLeading: func() { c.setLeader(false) },
 		},
 	})
 }
 
-func (c *Controller) lead(ctx context.Context) {
+// lead reconciles while this replica holds the lease. If the engine returns
+// before the lease ends, with or without an error, nothing would reconcile,
+// so the replica gives the lease up.
+func (c *Controller) lead(ctx context.Context, giveUp context.CancelCauseFunc) {
 	c.log.Info("became leader; reconciling")
-	if err := c.reconcileWhileActive(ctx); err != nil {
-		c.log.Error("engine stopped", "err", err)
+	err := c.reconcileWhileActive(ctx)
+	if ctx.Err() != nil {
+		return
 	}
+	c.log.Error("engine stopped while leading; giving the lease up", "err", err)
+	if err == nil {
+		giveUp(ErrEngineStopped)
+		return
+	}
+	giveUp(fmt.Errorf("%w: %w", ErrEngineStopped, err))
 }
 
 func (c *Controller) setLeader(on bool) {

@@ -76,6 +76,11 @@ func TestNewEngineRejectsUnknownQueue(t *testing.T) {
 	if _, err := NewEngine("lifo", 1, rtqueue.DefaultPoolConfig(), nil); !errors.Is(err, ErrUnknownQueue) {
 		t.Fatalf("NewEngine(lifo) = %v, want ErrUnknownQueue", err)
 	}
+	bad := rtqueue.DefaultPoolConfig()
+	bad.ReserveFloor = 150
+	if _, err := NewEngine(QueueRT, 1, bad, nil); !errors.Is(err, rtqueue.ErrInvalidConfig) {
+		t.Fatalf("NewEngine with reserve floor 150 = %v, want ErrInvalidConfig before anything runs", err)
+	}
 }
 
 // Without leader election the single replica reconciles, so it must read as

@@ -74,6 +74,10 @@ func (c PoolConfig) withDefaults() PoolConfig {
 	return c
 }
 
+// Validate reports, with ErrInvalidConfig, a configuration Pool.Run would
+// refuse, so a command can reject bad flags before it connects anywhere.
+func (c PoolConfig) Validate() error { return c.withDefaults().validate() }
+
 func (c PoolConfig) validate() error {
 	switch {
 	case c.Min < 1 || c.Max < c.Min:

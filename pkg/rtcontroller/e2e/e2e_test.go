@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 	"gantry.dev/gantry/pkg/rtcontroller"
+	"gantry.dev/gantry/pkg/rtqueue"
 )
 
 func TestCreateReachesRunningAndReady(t *testing.T) {
@@ -334,4 +336,65 @@ func TestAPIServerRejectsInvalidObjects(t *testing.T) {
 			t.Fatalf("update = %v, want Invalid: selector is immutable", err)
 		}
 	})
+}
+
+// failingEngine is an engine whose workers die at once.
+type failingEngine struct{ rtcontroller.Engine }
+
+var errWorkersDied = errors.New("workers died")
+
+func (failingEngine) Run(context.Context, rtcontroller.Handler) error { return errWorkersDied }
+
+// A leader that cannot reconcile must not sit on the lease: it returns the
+// engine's error and releases, so a standby takes over.
+func TestLeaderWhoseEngineFailsGivesTheLeaseUp(t *testing.T) {
+	e := setup(t)
+	le := rtcontroller.LeaderElection{Namespace: e.ns, Name: "gantry-e2e", Identity: "broken", ReleaseOnCancel: true}
+	engine, err := rtcontroller.NewEngine(rtcontroller.QueueFIFO, 1, rtqueue.PoolConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rtcontroller.New(rtcontroller.Options{Config: e.cfg, Namespace: e.ns, Engine: failingEngine{engine}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = c.RunLeaderElected(ctx, le)
+	if ctx.Err() != nil {
+		t.Fatal("RunLeaderElected hung until its context ended")
+	}
+	if !errors.Is(err, rtcontroller.ErrEngineStopped) || !errors.Is(err, errWorkersDied) {
+		t.Fatalf("RunLeaderElected = %v, want ErrEngineStopped wrapping the engine's error", err)
+	}
+	lease, err := e.kube.CoordinationV1().Leases(e.ns).Get(context.Background(), "gantry-e2e", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h == "broken" {
+		t.Fatalf("the failed leader still holds the lease")
+	}
+}
+
+// Without leader election too, an engine that dies must end Run with its
+// error rather than leave the process hanging in shutdown.
+func TestRunReturnsTheErrorOfAnEngineThatDies(t *testing.T) {
+	e := setup(t)
+	engine, err := rtcontroller.NewEngine(rtcontroller.QueueFIFO, 1, rtqueue.PoolConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rtcontroller.New(rtcontroller.Options{Config: e.cfg, Namespace: e.ns, Engine: failingEngine{engine}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Run hung until its context ended")
+	}
+	if !errors.Is(err, errWorkersDied) {
+		t.Fatalf("Run = %v, want the engine's error", err)
+	}
 }
