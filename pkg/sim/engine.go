@@ -250,7 +250,7 @@ func (e *engine) next(rt *fnRuntime) (int32, bool) {
 func (e *engine) key(rt *fnRuntime, req *request) int64 {
 	switch e.order {
 	case policy.HeaviestFirst:
-		return e.roundKey(req)
+		return e.roundKey(rt, req)
 	case policy.LeastSlack:
 		return req.arrival + rt.deadline - req.pred
 	}
@@ -263,16 +263,25 @@ func (e *engine) key(rt *fnRuntime, req *request) int64 {
 const roundSpan = int64(1) << 40
 
 // roundKey is IS Reordering as Cypress's Reactive Scaler applies it: each
-// time it runs (every tick) it sorts the requests that arrived since its
-// last run heaviest first and hands them to the containers behind those it
-// already ordered. A heavy request therefore overtakes the light requests
-// of its own round but never those of an earlier round; a single heap
-// keyed on execution time alone would let a steady stream of heavy
-// arrivals starve the light requests indefinitely, which first-fit
-// decreasing over a queue snapshot never does.
-func (e *engine) roundKey(req *request) int64 {
-	round := req.enq / int64(e.cfg.Tick)
+// pass sorts the requests that arrived since the previous pass heaviest
+// first and queues them behind those it already ordered. A heavy request
+// therefore overtakes the light requests of its own round but never those
+// of an earlier round; one heap keyed on execution time alone would let a
+// steady stream of heavy arrivals starve the light requests, which
+// first-fit decreasing over a queue snapshot never does. See roundLen for
+// how often the Reactive Scaler passes.
+func (e *engine) roundKey(rt *fnRuntime, req *request) int64 {
+	round := req.enq / rt.roundLen(e.cfg.Tick)
 	return round*roundSpan - min(req.pred, roundSpan-1)
+}
+
+// roundLen is the time between two reordering passes at a function: every
+// tick, and at least twice per function SLO. A scaler that passed less
+// often could not see a request before its deadline had gone, and a round
+// longer than the SLO lets a heavy request overtake light ones that have
+// already spent their slack.
+func (rt *fnRuntime) roundLen(tick time.Duration) int64 {
+	return max(1, min(int64(tick), rt.slo/2))
 }
 
 func (e *engine) counts(fn int32) policy.Counts {

@@ -121,13 +121,26 @@ func TestISReorderingRunsHeaviestFirstWithinARoundWithoutStarvingEarlierRounds(t
 		rt.queue.push(e.key(rt, &e.reqs[r]), r)
 		return r
 	}
-	tick := int64(cfg.Tick)
+	round := rt.roundLen(cfg.Tick) // 500 ms: the tick, within half the 1 s SLO
 	light := add(0, 10*time.Millisecond)
-	heavy := add(tick/2, 300*time.Millisecond) // same round, arrived later
-	laterHeavy := add(tick+1, 900*time.Millisecond)
+	heavy := add(round/2, 300*time.Millisecond) // same round, arrived later
+	laterHeavy := add(round+1, 900*time.Millisecond)
 	for i, want := range []int32{heavy, light, laterHeavy} {
 		if r, _ := e.next(rt); r != want {
 			t.Fatalf("position %d ran request %d, want %d", i, r, want)
 		}
+	}
+}
+
+// The Reactive Scaler reorders at least twice per function SLO, so a stage
+// with a short SLO gets short rounds.
+func TestReorderingRoundsFitTwiceInTheFunctionSLO(t *testing.T) {
+	rt := fnRuntime{slo: int64(300 * time.Millisecond)}
+	if got := rt.roundLen(500 * time.Millisecond); got != int64(150*time.Millisecond) {
+		t.Errorf("round %v for a 300 ms SLO, want 150ms", time.Duration(got))
+	}
+	rt.slo = int64(4 * time.Second)
+	if got := rt.roundLen(500 * time.Millisecond); got != int64(500*time.Millisecond) {
+		t.Errorf("round %v for a 4 s SLO, want the 500 ms tick", time.Duration(got))
 	}
 }
