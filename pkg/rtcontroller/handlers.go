@@ -61,11 +61,12 @@ func (c *Controller) podHandlers() cache.ResourceEventHandler {
 				c.enqueueOwner(owner)
 			}
 		},
-		UpdateFunc: func(_, newObj any) {
+		UpdateFunc: func(oldObj, newObj any) {
 			pod, ok := newObj.(*corev1.Pod)
 			if !ok {
 				return
 			}
+			c.enqueueFormerOwner(oldObj, pod)
 			if owner, ok := podOwner(pod); ok {
 				if pod.DeletionTimestamp != nil {
 					c.expect.deletionObserved(owner, pod.UID)
@@ -132,4 +133,19 @@ func (c *Controller) cachedRT(key Key) (*gantryv1.RTResource, bool) {
 	}
 	rt, ok := obj.(*gantryv1.RTResource)
 	return rt, ok
+}
+
+// enqueueFormerOwner wakes the owner a pod was taken from (its controller
+// reference removed or changed), which is a replica short now, as the
+// ReplicaSet controller does.
+func (c *Controller) enqueueFormerOwner(oldObj any, pod *corev1.Pod) {
+	old, ok := oldObj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	was, ok := podOwner(old)
+	if now, still := podOwner(pod); !ok || (still && now == was) {
+		return
+	}
+	c.enqueueOwner(was)
 }
