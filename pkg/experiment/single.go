@@ -147,12 +147,15 @@ func ParsePolicies(list string) ([]string, error) {
 }
 
 // CheckPolicies reports the first unknown policy name, or an empty list.
+// The ablations policy.New accepts are known too, so a single condition
+// can compare them; "all" does not include them.
 func CheckPolicies(names []string) error {
 	if len(names) == 0 {
 		return fmt.Errorf("%w: no policies (known: %v)", ErrBadSpec, policy.Names())
 	}
+	known := slices.Concat(policy.Names(), policy.Ablations(), policy.ChainAblations())
 	for _, n := range names {
-		if !slices.Contains(policy.Names(), n) {
+		if !slices.Contains(known, n) {
 			return fmt.Errorf("%w %q (known: %v, or all)", policy.ErrUnknownPolicy, n, policy.Names())
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,20 @@ func TestSpecSizeRangeReplacesTheApps(t *testing.T) {
 	def, _ := workload.Lookup(s.App)
 	if app.MinSize != 64 || app.MaxSize != 128 || app.SLO >= def.SLO {
 		t.Errorf("range [%v, %v], SLO %v (default %v)", app.MinSize, app.MaxSize, app.SLO, def.SLO)
+	}
+}
+
+// Ablations can be named for a single condition but are not part of "all".
+func TestParsePoliciesAcceptsAblationsByName(t *testing.T) {
+	got, err := ParsePolicies("cypress-no-cp, cypress-cp,gantry-no-panic")
+	if err != nil || len(got) != 3 {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	all, _ := ParsePolicies("all")
+	if slices.Contains(all, "cypress-cp") {
+		t.Error(`"all" lists an ablation`)
+	}
+	if _, err := ParsePolicies("cypress-magic"); !errors.Is(err, policy.ErrUnknownPolicy) {
+		t.Errorf("unknown ablation: %v", err)
 	}
 }
