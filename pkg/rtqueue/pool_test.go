@@ -108,13 +108,17 @@ func TestPoolRetriesFailuresAndForgetsSuccesses(t *testing.T) {
 		}
 		return nil
 	}
+	logs := &countingHandler{}
 	r := startPool(t, Config[string]{RateLimiter: fastLimiter()}, h,
-		PoolConfig{Min: 2, Max: 2, IdleThreshold: 1, Scheduler: newFakeSched(false)})
+		PoolConfig{Min: 2, Max: 2, IdleThreshold: 1, Scheduler: newFakeSched(false), Logger: slog.New(logs)})
 	r.q.Add("a")
 	<-done
 	waitFor(t, "Forget after success", func() bool { return r.q.NumRequeues("a") == 0 && r.q.Len() == 0 })
 	if got := calls.Load(); got != 3 {
 		t.Fatalf("handler called %d times, want 3 (error, panic, success)", got)
+	}
+	if got := logs.warns.Load(); got != 1 {
+		t.Fatalf("%d warnings or errors logged, want one for the panic (a plain error is routine)", got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 )
 
 // errHandlerPanic marks a handler panic turned into an error: the item is
@@ -152,6 +153,10 @@ func (p *Pool[T]) safeHandle(ctx context.Context, item T) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", errHandlerPanic, r)
+			// A retried error is routine; a panic is a bug, and its stack is
+			// the only way to find it.
+			p.log.Error("rtqueue: handler panicked; item retried with backoff", "queue", p.q.name,
+				"item", fmt.Sprint(item), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	return p.handle(ctx, item)
