@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -104,6 +106,9 @@ func runHandler(ctx context.Context, h Handler, key Key) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reconcile %s panicked: %v", key, r)
+			// The retry hides the bug unless its stack is logged.
+			slog.Error("reconcile panicked; key retried with backoff", "key", key.String(),
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
 	return h(ctx, key)
