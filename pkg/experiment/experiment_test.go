@@ -386,3 +386,21 @@ func TestPaperReportWithAtollAloneStillWrites(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Figure 2 needs all three schemes: without them the section is left out
+// rather than filled with numbers from a partial comparison.
+func TestPaperDocumentLeavesOutFigure2WithoutItsSchemes(t *testing.T) {
+	var recs []report.Record
+	for _, r := range paperRecords(t) {
+		if r.Policy != "cypress-cp" {
+			recs = append(recs, r)
+		}
+	}
+	var buf bytes.Buffer
+	if err := report.WriteMarkdown(&buf, PaperDocument(recs, PaperMeta{Plan: DefaultPaperPlan()})); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "## Chained prediction (figure 2)") {
+		t.Error("figure 2 reported without the CP scheme")
+	}
+}
