@@ -180,7 +180,7 @@ func (c *Controller) buildInformers(scheme *runtime.Scheme) error {
 	c.rtInformer = cache.NewSharedIndexInformer(lw, &gantryv1.RTResource{}, c.opts.Resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	c.podInformer = c.podFactory.Core().V1().Pods().Informer()
-	if err := c.podInformer.AddIndexers(cache.Indexers{controllerUIDIndex: indexByControllerUID}); err != nil {
+	if err := c.podInformer.AddIndexers(cache.Indexers{controllerUIDIndex: indexByControllerUID, orphanIndex: indexOrphans}); err != nil {
 		return fmt.Errorf("pod index: %w", err)
 	}
 	c.podLister = c.podFactory.Core().V1().Pods().Lister()

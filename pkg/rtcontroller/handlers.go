@@ -59,7 +59,9 @@ func (c *Controller) podHandlers() cache.ResourceEventHandler {
 					c.expect.deletionObserved(owner, pod.UID)
 				}
 				c.enqueueOwner(owner)
+				return
 			}
+			c.enqueueNamedBy(pod)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			pod, ok := newObj.(*corev1.Pod)
@@ -72,7 +74,9 @@ func (c *Controller) podHandlers() cache.ResourceEventHandler {
 					c.expect.deletionObserved(owner, pod.UID)
 				}
 				c.enqueueOwner(owner)
+				return
 			}
+			c.enqueueNamedBy(pod)
 		},
 		DeleteFunc: func(obj any) {
 			pod, ok := tombstone[*corev1.Pod](obj)

@@ -1,6 +1,7 @@
 package rtcontroller
 
 import (
+	"encoding/json"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,5 +41,68 @@ func TestReleasedPodWakesItsFormerOwner(t *testing.T) {
 	c.podHandlers().OnUpdate(released, released)
 	if got := c.queue.Len(); got != 0 {
 		t.Fatalf("an unowned pod's update enqueued %d keys, want none", got)
+	}
+}
+
+func orphaned(name string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Labels[gantryv1.OwnerLabel] = name
+		p.Labels["app"] = "svc"
+	}
+}
+
+// Pods left by a delete with propagationPolicy=Orphan name their old owner
+// in the owner label; a re-created object of that name must adopt the ones
+// its selector matches, and only those.
+func TestOrphansAreFoundAndTheirOwnerWoken(t *testing.T) {
+	c := newOfflineController(t, nil)
+	rt := testRT(2)
+	if err := c.rtInformer.GetIndexer().Add(rt); err != nil {
+		t.Fatal(err)
+	}
+	pods := c.podInformer.GetIndexer()
+	other := testPod("other", "h", 0, orphaned("svc"))
+	other.Labels["app"] = "not-svc"
+	for _, p := range []*corev1.Pod{
+		testPod("orphan", "h", 0, orphaned("svc")),
+		other,
+		testPod("owned", "h", 0, orphaned("svc"), ownedBy(rt)),
+		testPod("gone", "h", 0, orphaned("svc"), terminating),
+		testPod("elsewhere", "h", 0, orphaned("svc2")),
+	} {
+		if err := pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.orphansFor(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := names(got); len(n) != 1 || n[0] != "orphan" {
+		t.Fatalf("orphans = %v, want only the live, unowned, matching pod", n)
+	}
+	c.podHandlers().OnAdd(got[0], false)
+	if key, _ := c.queue.Get(); key != (Key{Namespace: "ns", Name: "svc"}) {
+		t.Fatalf("an orphan's add enqueued %v, want the object it names", key)
+	}
+}
+
+func TestAdoptionPatchSetsControllerAndPinsPodUID(t *testing.T) {
+	raw, err := adoptionPatch(testRT(1), "pod-uid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Metadata struct {
+			UID             string                  `json:"uid"`
+			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	refs := p.Metadata.OwnerReferences
+	if p.Metadata.UID != "pod-uid" || len(refs) != 1 || refs[0].UID != "rt-uid" || refs[0].Controller == nil || !*refs[0].Controller {
+		t.Fatalf("patch %s: want the pod UID pinned and rt as controller", raw)
 	}
 }

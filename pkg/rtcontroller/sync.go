@@ -81,6 +81,11 @@ func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.
 	if err != nil {
 		return outcomeError, err
 	}
+	if adopted, err := c.adoptOrphans(ctx, rt); adopted || err != nil {
+		// The adopted pods reach the cache, and the next reconcile, through
+		// their update events; planning now would count them as missing.
+		return outcomeRequeue, err
+	}
 	outcome := outcomeWaiting
 	var manageErr error
 	if c.expect.satisfied(ownerOf(rt)) {
@@ -99,6 +104,16 @@ func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.
 		outcome = outcomeRequeue
 	}
 	return outcome, nil
+}
+
+// adoptOrphans adopts the cached orphans of rt, reporting whether there were
+// any.
+func (c *Controller) adoptOrphans(ctx context.Context, rt *gantryv1.RTResource) (bool, error) {
+	orphans, err := c.orphansFor(rt)
+	if err != nil || len(orphans) == 0 {
+		return false, err
+	}
+	return true, c.adopt(ctx, rt, orphans)
 }
 
 // derive computes what a reconcile needs from the spec alone.

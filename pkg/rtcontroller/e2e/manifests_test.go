@@ -98,6 +98,7 @@ func (e *env) checkAccess(t *testing.T) {
 		{authorizationv1.ResourceAttributes{Group: "gantry.dev", Resource: "rtresources", Subresource: "status", Verb: "update", Namespace: "any"}, true},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "create", Namespace: "any"}, true},
 		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "delete", Namespace: "any"}, true},
+		{authorizationv1.ResourceAttributes{Resource: "pods", Verb: "patch", Namespace: "any"}, true},
 		{authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "any"}, true},
 		{authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "gantry-system"}, true},
 		{authorizationv1.ResourceAttributes{Group: "gantry.dev", Resource: "rtresources", Verb: "update", Namespace: "any"}, false},
