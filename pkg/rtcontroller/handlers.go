@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -35,15 +36,21 @@ func (c *Controller) rtHandlers() cache.ResourceEventHandler {
 	}
 }
 
-// specRelevantChange skips the update events caused by the controller's own
-// status writes; periodic resyncs (same resourceVersion) still get through.
+// specRelevantChange skips updates that cannot change what a reconcile does
+// (labels, finalizers, managed fields); periodic resyncs (same
+// resourceVersion) still get through. A status change does get through,
+// the controller's own writes included: a reconcile that ran before the
+// cache saw the previous write compared its status with a stale copy and
+// may have skipped a needed write, and nothing else would wake the key. The
+// recheck costs one reconcile that writes nothing.
 func specRelevantChange(old, rt *gantryv1.RTResource) bool {
 	if old.ResourceVersion == rt.ResourceVersion {
 		return true
 	}
 	return old.Generation != rt.Generation ||
 		!maps.Equal(old.Annotations, rt.Annotations) ||
-		(old.DeletionTimestamp == nil) != (rt.DeletionTimestamp == nil)
+		(old.DeletionTimestamp == nil) != (rt.DeletionTimestamp == nil) ||
+		!equality.Semantic.DeepEqual(old.Status, rt.Status)
 }
 
 func (c *Controller) podHandlers() cache.ResourceEventHandler {

@@ -106,3 +106,25 @@ func TestAdoptionPatchSetsControllerAndPinsPodUID(t *testing.T) {
 		t.Fatalf("patch %s: want the pod UID pinned and rt as controller", raw)
 	}
 }
+
+// Seen in e2e: reconcile A writes Replicas=1; reconcile B runs before the
+// cache has A's write, computes Replicas=2, finds it equal to the stale
+// cached status and skips its write. When the cache then catches up with
+// A's write, that update must wake the key, or the status stays wrong.
+func TestStatusUpdateSeenByTheCacheWakesTheKey(t *testing.T) {
+	stale := testRT(2)
+	stale.ResourceVersion = "1"
+	stale.Status.Replicas = 2
+	caughtUp := stale.DeepCopy()
+	caughtUp.ResourceVersion = "2"
+	caughtUp.Status.Replicas = 1
+	if !specRelevantChange(stale, caughtUp) {
+		t.Fatal("a status change was filtered out; a skipped write would never be redone")
+	}
+	relabelled := stale.DeepCopy()
+	relabelled.ResourceVersion = "3"
+	relabelled.Labels = map[string]string{"team": "x"}
+	if specRelevantChange(stale, relabelled) {
+		t.Fatal("a label-only update woke the key")
+	}
+}
