@@ -74,12 +74,16 @@ func (f Figure) draw(dir string) (string, error) {
 }
 
 // leaveRoomForLegend raises the top of the y axis so that the legend, drawn
-// at the top right, sits above the bars instead of over them.
+// at the top right, sits above the bars instead of over them, and lowers a
+// negative bottom a little so the longest bar does not end on the axis.
 func leaveRoomForLegend(p *plot.Plot, entries int) {
 	lo, hi := min(p.Y.Min, 0), max(p.Y.Max, 0)
 	span := hi - lo
 	if span <= 0 {
 		span = 1
+	}
+	if lo < 0 {
+		lo -= span * 0.05
 	}
 	p.Y.Min, p.Y.Max = lo, hi+span*0.12*float64(entries)
 }

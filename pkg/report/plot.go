@@ -26,10 +26,10 @@ type groupPlot struct {
 
 var (
 	cdfOnly  = []groupPlot{{"latency-cdf", cdfPlot}}
-	allPlots = []groupPlot{{"containers", containersPlot}, {"slo", sloPlot}, {"latency-cdf", cdfPlot}}
+	allPlots = []groupPlot{{"containers", containersPlot}, {"live", livePlot}, {"slo", sloPlot}, {"latency-cdf", cdfPlot}}
 )
 
-// WritePlots draws the containers, SLO and latency-CDF plots of one group
+// WritePlots draws the containers spawned, live containers, SLO and latency-CDF plots of one group
 // into dir and returns their file names.
 func WritePlots(dir string, g Group) ([]string, error) {
 	return writePlots(dir, g, allPlots)
@@ -81,6 +81,14 @@ func barPlot(g Group, title, ylabel string, value func(Record) float64) (*plot.P
 func containersPlot(g Group) (*plot.Plot, error) {
 	return barPlot(g, "Containers spawned", "containers", func(r Record) float64 {
 		return float64(r.ContainersSpawned)
+	})
+}
+
+// livePlot shows the cores a policy holds: a policy that retires idle
+// containers and starts new ones spawns far more than it ever keeps.
+func livePlot(g Group) (*plot.Plot, error) {
+	return barPlot(g, "Mean live containers", "containers", func(r Record) float64 {
+		return r.AvgContainers
 	})
 }
 

@@ -63,7 +63,7 @@ func TestWriteDirWritesEveryFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range []string{"image-compression_heavy_poisson", "audio-translation_light_wiki"} {
-		for _, kind := range []string{"containers", "slo", "latency-cdf"} {
+		for _, kind := range []string{"containers", "live", "slo", "latency-cdf"} {
 			name := filepath.Join(PlotsDir, g+"-"+kind+".png")
 			checkPNG(t, filepath.Join(dir, name))
 			if !bytes.Contains(md, []byte("("+filepath.ToSlash(name)+")")) {
