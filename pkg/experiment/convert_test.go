@@ -10,11 +10,12 @@ import (
 func TestFromResultConvertsDurationsToMilliseconds(t *testing.T) {
 	r := sim.Result{
 		App: "a", Dist: "d", Trace: "t", Policy: "p", Requests: 10, ColdStarts: 2, ContainersSpawned: 3, SpawnFailures: 1,
-		AvgContainers: 1.5, PeakContainers: 3, SLOCompliance: 0.9, SLO: 800 * time.Millisecond,
-		P50: 100 * time.Millisecond, P95: 150 * time.Millisecond, P99: 1500 * time.Microsecond, P999: 2 * time.Second,
-		MeanQueue: time.Millisecond, MeanColdStart: 2 * time.Millisecond, MeanExec: 3 * time.Millisecond,
+		AvgContainers: 1.5, PeakContainers: 3, SLO: 800 * time.Millisecond,
+		Latency: sim.Latency{SLOCompliance: 0.9,
+			P50: 100 * time.Millisecond, P95: 150 * time.Millisecond, P99: 1500 * time.Microsecond, P999: 2 * time.Second,
+			MeanQueue: time.Millisecond, MeanColdStart: 2 * time.Millisecond, MeanExec: 3 * time.Millisecond},
 		JobsPerContainer: 3.3, EnergyJ: 42, WallSeconds: 0.5,
-		Functions:  []sim.FunctionResult{{Name: "f", Requests: 10, P99: 7 * time.Millisecond}},
+		Functions:  []sim.FunctionResult{{Name: "f", Requests: 10, Latency: sim.Latency{P99: 7 * time.Millisecond}}},
 		LatencyCDF: []sim.CDFPoint{{Millis: 5, Fraction: 1}},
 	}
 	rec := FromResult(r)

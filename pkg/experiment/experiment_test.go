@@ -49,10 +49,11 @@ func fakeSim(cfg sim.Config) (sim.Result, error) {
 		App: cfg.App.Name, Dist: cfg.Dist.Name(), Trace: cfg.Trace.Name, Policy: cfg.Policy,
 		Requests: int64(cfg.Trace.Total()), ContainersSpawned: fakeContainers[cfg.Policy],
 		AvgContainers: liveShare(cfg.Policy) * float64(fakeContainers[cfg.Policy]),
-		SLOCompliance: 0.999, SLO: cfg.App.SLO, P99: cfg.App.SLO / 2,
-		EnergyJ: float64(fakeContainers[cfg.Policy]) * 10, JobsPerContainer: 1000 / float64(fakeContainers[cfg.Policy]),
-		MeanExec: 100 * time.Millisecond, WallSeconds: 0.01,
-		LatencyCDF: []sim.CDFPoint{{Millis: 1, Fraction: 0.5}, {Millis: 2, Fraction: 1}},
+		SLO:           cfg.App.SLO,
+		Latency:       sim.Latency{SLOCompliance: 0.999, P99: cfg.App.SLO / 2, MeanExec: 100 * time.Millisecond},
+		EnergyJ:       float64(fakeContainers[cfg.Policy]) * 10, JobsPerContainer: 1000 / float64(fakeContainers[cfg.Policy]),
+		WallSeconds: 0.01,
+		LatencyCDF:  []sim.CDFPoint{{Millis: 1, Fraction: 0.5}, {Millis: 2, Fraction: 1}},
 	}, nil
 }
 

@@ -40,6 +40,14 @@ func (l *latency) record(resp, queue, cold, exec int64) {
 	_ = l.hist.RecordValue(us) // cannot fail: us is clamped to the range
 }
 
+func (l *latency) summary() Latency {
+	return Latency{
+		SLOCompliance: l.compliance(),
+		P50:           l.percentile(0.50), P95: l.percentile(0.95), P99: l.percentile(0.99), P999: l.percentile(0.999),
+		MeanQueue: l.mean(l.queueNs), MeanColdStart: l.mean(l.coldNs), MeanExec: l.mean(l.execNs),
+	}
+}
+
 func (l *latency) percentile(q float64) time.Duration {
 	return time.Duration(l.hist.ValueAtQuantile(q*100)) * time.Microsecond
 }

@@ -17,22 +17,11 @@ type Result struct {
 	// free core and enough memory.
 	SpawnFailures int64 `json:"spawn_failures"`
 
-	AvgContainers  float64 `json:"avg_containers"`
-	PeakContainers float64 `json:"peak_containers"`
-	// SLOCompliance is the fraction (0..1) of requests whose end-to-end
-	// response time is within the app SLO.
-	SLOCompliance float64       `json:"slo_compliance"`
-	SLO           time.Duration `json:"slo"`
-
-	P50  time.Duration `json:"p50"`
-	P95  time.Duration `json:"p95"`
-	P99  time.Duration `json:"p99"`
-	P999 time.Duration `json:"p999"`
-
-	// MeanQueue + MeanColdStart + MeanExec is the mean response time.
-	MeanQueue     time.Duration `json:"mean_queue"`
-	MeanColdStart time.Duration `json:"mean_cold_start"`
-	MeanExec      time.Duration `json:"mean_exec"`
+	AvgContainers  float64       `json:"avg_containers"`
+	PeakContainers float64       `json:"peak_containers"`
+	SLO            time.Duration `json:"slo"`
+	// Latency is end to end, against the app SLO.
+	Latency
 
 	// JobsPerContainer is requests served per average live container: the
 	// paper's container utilization, measured so that a policy that
@@ -59,16 +48,27 @@ type FunctionResult struct {
 	AvgContainers     float64       `json:"avg_containers"`
 	PeakContainers    float64       `json:"peak_containers"`
 	SLO               time.Duration `json:"slo"`
-	SLOCompliance     float64       `json:"slo_compliance"`
-	P50               time.Duration `json:"p50"`
-	P95               time.Duration `json:"p95"`
-	P99               time.Duration `json:"p99"`
-	P999              time.Duration `json:"p999"`
-	MeanQueue         time.Duration `json:"mean_queue"`
-	MeanColdStart     time.Duration `json:"mean_cold_start"`
-	MeanExec          time.Duration `json:"mean_exec"`
-	JobsPerContainer  float64       `json:"jobs_per_container"`
-	EnergyJ           float64       `json:"energy_j"`
+	Latency
+	JobsPerContainer float64 `json:"jobs_per_container"`
+	EnergyJ          float64 `json:"energy_j"`
+}
+
+// Latency summarises response times, for a whole run or for one function.
+// It is embedded without a JSON name, so its fields sit at the top level.
+type Latency struct {
+	// SLOCompliance is the fraction (0..1) of requests answered within the
+	// SLO.
+	SLOCompliance float64 `json:"slo_compliance"`
+
+	P50  time.Duration `json:"p50"`
+	P95  time.Duration `json:"p95"`
+	P99  time.Duration `json:"p99"`
+	P999 time.Duration `json:"p999"`
+
+	// MeanQueue + MeanColdStart + MeanExec is the mean response time.
+	MeanQueue     time.Duration `json:"mean_queue"`
+	MeanColdStart time.Duration `json:"mean_cold_start"`
+	MeanExec      time.Duration `json:"mean_exec"`
 }
 
 // CDFPoint is one point of the end-to-end latency CDF.

@@ -63,10 +63,7 @@ func (e *engine) result() Result {
 	res := Result{
 		App: e.cfg.App.Name, Dist: e.cfg.Dist.Name(), Trace: e.cfg.Trace.Name, Policy: e.pol.Name(),
 		Requests: e.arrivals, SpawnFailures: e.spawnFails, SLO: e.cfg.App.SLO,
-		SLOCompliance: e.app.compliance(),
-		P50:           e.app.percentile(0.50), P95: e.app.percentile(0.95),
-		P99: e.app.percentile(0.99), P999: e.app.percentile(0.999),
-		MeanQueue: e.app.mean(e.app.queueNs), MeanColdStart: e.app.mean(e.app.coldNs), MeanExec: e.app.mean(e.app.execNs),
+		Latency: e.app.summary(),
 		EnergyJ: e.cl.energyJ, SimulatedSeconds: span / 1e9,
 		ColdStarts: e.app.coldStarts, LatencyCDF: e.app.cdf(),
 	}
@@ -93,9 +90,7 @@ func (e *engine) functionResult(i int, span, liveArea float64) FunctionResult {
 	l := &rt.lat
 	fr := FunctionResult{
 		Name: rt.f.Name, Requests: l.n, ColdStarts: l.coldStarts, ContainersSpawned: rt.m.spawned,
-		PeakContainers: float64(rt.m.peak), SLO: time.Duration(rt.slo), SLOCompliance: l.compliance(),
-		P50: l.percentile(0.50), P95: l.percentile(0.95), P99: l.percentile(0.99), P999: l.percentile(0.999),
-		MeanQueue: l.mean(l.queueNs), MeanColdStart: l.mean(l.coldNs), MeanExec: l.mean(l.execNs),
+		PeakContainers: float64(rt.m.peak), SLO: time.Duration(rt.slo), Latency: l.summary(),
 	}
 	if span > 0 {
 		fr.AvgContainers = rt.m.liveArea / span
