@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/gateway"
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// platformFlags are the gateway and autoscaler settings serve and up share.
+type platformFlags struct {
+	policy       string
+	capacity     int
+	startDelay   time.Duration
+	tick         time.Duration
+	window       time.Duration
+	idleTimeout  time.Duration
+	maxBody      int64
+	drainTimeout time.Duration
+	instanceLogs bool
+}
+
+func (f *platformFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.policy, "policy", "gantry", fmt.Sprintf("policy of the core that scales and orders queues: one of %v", policy.Names()))
+	fs.IntVar(&f.capacity, "capacity", 0, "most instances of all functions together (0: no bound); when full, critical functions take capacity from less critical ones")
+	fs.DurationVar(&f.startDelay, "start-delay", 0, "added before each instance starts, to emulate a container's start-up (e.g. 1.5s as in the Cypress paper)")
+	fs.DurationVar(&f.tick, "tick", 250*time.Millisecond, "how often the autoscaler plans")
+	fs.DurationVar(&f.window, "window", 10*time.Second, "the proactive scaler's window")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "stop instances idle this long beyond a function's minimum")
+	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBody, "largest request or response body in bytes (413 past it)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long accepted requests may take to finish")
+	fs.BoolVar(&f.instanceLogs, "instance-logs", false, "copy the instances' stdout and stderr to stderr, prefixed with the instance")
+}
+
+func (f *platformFlags) validate() error {
+	known := append(policy.Names(), policy.Ablations()...)
+	switch {
+	case !contains(known, f.policy):
+		return usagef("--policy %q is not one of %v", f.policy, policy.Names())
+	case f.capacity < 0 || f.capacity > stack.MaxInstances*10:
+		return usagef("--capacity must be in [0, %d], got %d", stack.MaxInstances*10, f.capacity)
+	case f.startDelay < 0 || f.startDelay > 10*time.Minute:
+		return usagef("--start-delay must be in [0, 10m], got %v", f.startDelay)
+	case f.tick < 10*time.Millisecond || f.tick > time.Minute:
+		return usagef("--tick must be in [10ms, 1m], got %v", f.tick)
+	case f.window < time.Second || f.window > time.Hour:
+		return usagef("--window must be in [1s, 1h], got %v", f.window)
+	case f.idleTimeout < time.Second || f.idleTimeout > 24*time.Hour:
+		return usagef("--idle-timeout must be in [1s, 24h], got %v", f.idleTimeout)
+	case f.maxBody < 1 || f.maxBody > 1<<30:
+		return usagef("--max-body must be in [1, %d], got %d", 1<<30, f.maxBody)
+	case f.drainTimeout <= 0 || f.drainTimeout > time.Hour:
+		return usagef("--drain-timeout must be in (0, 1h], got %v", f.drainTimeout)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// serverConfig assembles the local runtime, dispatcher and gateway.
+func (f *platformFlags) serverConfig(addr string, s *stack.Stack, logger *slog.Logger) gateway.ServerConfig {
+	var instLog io.Writer = io.Discard
+	if f.instanceLogs {
+		instLog = os.Stderr
+	}
+	be := backend.NewLocal(backend.LocalConfig{StartDelay: f.startDelay, Log: instLog, Logger: logger})
+	return gateway.ServerConfig{Addr: addr, Stack: s, Backend: be,
+		Dispatch: dispatch.Config{Policy: f.policy, Capacity: f.capacity, Tick: f.tick, Window: f.window,
+			IdleTimeout: f.idleTimeout, Logger: logger},
+		Gateway: gateway.Config{MaxBody: f.maxBody, Logger: logger}}
+}
+
+func newServeCmd() *cobra.Command {
+	var (
+		pf                   platformFlags
+		addr, stackFile      string
+		basicAuth, tokenFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve functions: an OpenFaaS-compatible gateway with Gantry's autoscaler on the local process runtime",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := pf.validate(); err != nil {
+				return err
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			var s *stack.Stack
+			if stackFile != "" {
+				var err error
+				if s, err = stack.ParseFile(stackFile); err != nil {
+					return err
+				}
+			}
+			cfg := pf.serverConfig(addr, s, logger)
+			if basicAuth != "" || tokenFile != "" {
+				auth, err := gateway.LoadAuth(basicAuth, tokenFile)
+				if err != nil {
+					return err
+				}
+				cfg.Gateway.Auth = auth
+			} else {
+				logger.Warn("management routes are open: pass --basic-auth-file or --token-file to protect them")
+			}
+			srv, err := gateway.Start(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			logger.Info("gateway listening", "url", srv.URL(), "policy", pf.policy, "functions", len(srv.D.Functions()))
+			<-cmd.Context().Done()
+			logger.Info("draining", "timeout", pf.drainTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), pf.drainTimeout)
+			defer cancel()
+			return srv.Shutdown(ctx)
+		},
+	}
+	pf.register(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&stackFile, "stack", "", "stack file (YAML, close to OpenFaaS's stack.yml) of functions and apps to deploy")
+	fs.StringVar(&basicAuth, "basic-auth-file", "", "file holding user:password that management routes require")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding a bearer token that management routes accept")
+	return cmd
+}

@@ -1,0 +1,355 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// ErrNotDeployed is returned for a function the backend does not know.
+var ErrNotDeployed = errors.New("function not deployed")
+
+// HealthPath is where an instance reports readiness. Any HTTP answer below
+// 500 counts, so a user's process that only serves POST / is ready as soon
+// as it listens, as under OpenFaaS's of-watchdog.
+const HealthPath = "/_/health"
+
+// LocalConfig configures the local process runtime.
+type LocalConfig struct {
+	// StartDelay is added before each process is spawned, to emulate a
+	// container's start-up (the Cypress paper's 1.5 s cold start).
+	StartDelay time.Duration
+	// ReadyTimeout bounds spawn to ready (default 30 s).
+	ReadyTimeout time.Duration
+	// StopGrace is how long a stopped instance may drain before SIGKILL
+	// (default 10 s).
+	StopGrace time.Duration
+	// Log receives the instances' stdout and stderr, each line prefixed
+	// with the instance's ID (default: discarded).
+	Log io.Writer
+	// Self is the path that a command's leading word "gantry" becomes
+	// (default: this executable).
+	Self   string
+	Logger *slog.Logger
+}
+
+// Local runs each instance as a local process listening on its own
+// loopback port.
+type Local struct {
+	cfg LocalConfig
+	ev  Events
+	ctx context.Context // cancelled by Close: aborts pending starts
+	end context.CancelFunc
+
+	mu    sync.Mutex // guards fns, procs, seq
+	fns   map[string]stack.Function
+	procs map[string]*proc
+	seq   int64
+	wg    sync.WaitGroup
+}
+
+type proc struct {
+	inst    Instance
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool
+}
+
+// NewLocal returns a local runtime.
+func NewLocal(cfg LocalConfig) *Local {
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Self == "" {
+		cfg.Self, _ = os.Executable()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Local{cfg: cfg, ctx: ctx, end: cancel, fns: map[string]stack.Function{}, procs: map[string]*proc{}}
+}
+
+func (l *Local) Attach(ev Events) { l.ev = ev }
+
+func (l *Local) Deploy(_ context.Context, f stack.Function) error {
+	if f.Command == "" {
+		return fmt.Errorf("%w: function %q has no fprocess; the local runtime runs commands, not images", stack.ErrInvalid, f.Name)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fns[f.Name] = f
+	return nil
+}
+
+func (l *Local) Undeploy(_ context.Context, name string) error {
+	l.mu.Lock()
+	_, ok := l.fns[name]
+	delete(l.fns, name)
+	var victims []Instance
+	for _, p := range l.procs {
+		if p.inst.Function == name {
+			victims = append(victims, p.inst)
+		}
+	}
+	l.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotDeployed, name)
+	}
+	for _, inst := range victims {
+		l.Stop(inst)
+	}
+	return nil
+}
+
+func (l *Local) Start(function string, n int) {
+	for range n {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.spawn(function)
+		}()
+	}
+}
+
+func (l *Local) spawn(function string) {
+	begin := time.Now()
+	l.mu.Lock()
+	f, ok := l.fns[function]
+	l.seq++
+	id := fmt.Sprintf("%s-%d", function, l.seq)
+	l.mu.Unlock()
+	if !ok {
+		l.ev.Failed(function, fmt.Errorf("%w: %q", ErrNotDeployed, function))
+		return
+	}
+	if err := sleepCtx(l.ctx, l.cfg.StartDelay); err != nil {
+		l.ev.Failed(function, err)
+		return
+	}
+	p, err := l.launch(id, f)
+	if err != nil {
+		l.ev.Failed(function, err)
+		return
+	}
+	if err := l.awaitReady(p); err != nil {
+		l.kill(p)
+		<-p.exited
+		l.forget(p)
+		l.ev.Failed(function, fmt.Errorf("instance %s: %w", id, err))
+		return
+	}
+	p.inst.ColdStart = time.Since(begin)
+	l.ev.Ready(p.inst)
+	<-p.exited
+	l.mu.Lock()
+	stopped := p.stopped
+	l.mu.Unlock()
+	l.forget(p)
+	var exitErr error
+	if !stopped {
+		exitErr = fmt.Errorf("instance %s exited unexpectedly: %v", id, p.cmd.ProcessState)
+	}
+	l.ev.Exited(p.inst, exitErr)
+}
+
+// launch starts the process on a free loopback port.
+func (l *Local) launch(id string, f stack.Function) (*proc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh", "-c", l.command(f.Command))
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "GANTRY_FUNCTION_NAME="+f.Name)
+	for k, v := range f.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	// Its own process group, so stopping an instance also stops whatever
+	// its shell started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	w := &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %q: %w", f.Command, err)
+	}
+	p := &proc{inst: Instance{ID: id, Function: f.Name, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
+		cmd: cmd, exited: make(chan struct{})}
+	l.mu.Lock()
+	l.procs[id] = p
+	l.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// command replaces a leading "gantry" with this binary, so stack files can
+// name the example functions without knowing where Gantry is installed.
+func (l *Local) command(c string) string {
+	if c == "gantry" || strings.HasPrefix(c, "gantry ") {
+		return shellQuote(l.cfg.Self) + strings.TrimPrefix(c, "gantry")
+	}
+	return c
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func (l *Local) awaitReady(p *proc) error {
+	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ReadyTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	url := "http://" + p.inst.Addr + HealthPath
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		if ok := probe(ctx, client, url); ok {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("exited before ready: %v", p.cmd.ProcessState)
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+func probe(ctx context.Context, client *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode < 500
+}
+
+func (l *Local) Stop(inst Instance) {
+	l.mu.Lock()
+	p, ok := l.procs[inst.ID]
+	if ok {
+		p.stopped = true
+	}
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-p.exited:
+		case <-time.After(l.cfg.StopGrace):
+			l.kill(p)
+		}
+	}()
+}
+
+func (l *Local) kill(p *proc) { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+
+func (l *Local) forget(p *proc) {
+	l.mu.Lock()
+	delete(l.procs, p.inst.ID)
+	l.mu.Unlock()
+}
+
+// Close stops every instance and waits for them; past ctx it kills the
+// rest.
+func (l *Local) Close(ctx context.Context) error {
+	l.end()
+	l.mu.Lock()
+	var all []*proc
+	for _, p := range l.procs {
+		p.stopped = true
+		all = append(all, p)
+	}
+	l.mu.Unlock()
+	for _, p := range all {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, p := range all {
+			l.kill(p)
+		}
+		<-done
+		return ctx.Err()
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// prefixWriter prefixes every line with an instance's ID.
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	mid    bool
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []byte
+	for _, c := range b {
+		if !p.mid {
+			out = append(out, p.prefix...)
+			p.mid = true
+		}
+		out = append(out, c)
+		if c == '\n' {
+			p.mid = false
+		}
+	}
+	if _, err := p.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

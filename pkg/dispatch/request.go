@@ -1,0 +1,247 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/policy"
+)
+
+// ErrStartFailed fails queued requests when a function's instances keep
+// failing to start, instead of leaving them to wait for their clients'
+// timeouts.
+var ErrStartFailed = errors.New("instances fail to start")
+
+// startFailLimit is how many starts in a row may fail before the queued
+// requests are failed.
+const startFailLimit = 3
+
+// Request is one request arriving at a function.
+type Request struct {
+	Function string
+	// Size is the input size, in the function's unit.
+	Size float64
+	// Deadline is when it must finish at this function: its arrival at
+	// the app plus the SLO budget up to here.
+	Deadline time.Time
+}
+
+// Lease is a slot on an instance, held for one execution.
+type Lease struct {
+	d        *Dispatcher
+	c        *call
+	Instance backend.Instance
+	// Waited is the time spent queued.
+	Waited time.Duration
+	// Timeout bounds the execution.
+	Timeout time.Duration
+}
+
+func (c *call) fail(err error) {
+	c.fn.stats.Failed++
+	c.done = true
+	c.err = err
+	c.got <- nil
+}
+
+// Acquire queues a request and returns once an instance has a slot for it,
+// or with ErrNotFound, ErrQueueFull, ErrClosed, a start failure or the
+// context's error.
+func (d *Dispatcher) Acquire(ctx context.Context, r Request) (*Lease, error) {
+	c, in, err := d.enqueue(r)
+	if err != nil {
+		return nil, err
+	}
+	if in == nil {
+		select {
+		case in = <-c.got:
+		case <-ctx.Done():
+			if d.cancel(c) {
+				return nil, ctx.Err()
+			}
+			in = <-c.got // assigned or failed as we gave up: take what came
+		}
+	}
+	if in == nil {
+		return nil, c.err
+	}
+	if err := ctx.Err(); err != nil {
+		d.finish(c, 0, 0, false)
+		return nil, err
+	}
+	return &Lease{d: d, c: c, Instance: in.Instance, Waited: c.started.Sub(c.queuedAt), Timeout: in.fn.decl.Timeout}, nil
+}
+
+func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn, ok := d.fns[r.Function]
+	switch {
+	case d.closed:
+		return nil, nil, ErrClosed
+	case !ok:
+		return nil, nil, fmt.Errorf("%w: function %q", ErrNotFound, r.Function)
+	case !(r.Size > 0) || r.Size > 1e300:
+		return nil, nil, fmt.Errorf("input size %v must be a positive finite number", r.Size)
+	}
+	now := d.cfg.Now()
+	g := fn.g
+	c := &call{fn: fn, size: r.Size, queuedAt: now, got: make(chan *instance, 1),
+		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline)}}
+	if g.pol.Order() != policy.FIFO || g.pol.Detailed() {
+		c.entry.Pred = int64(g.pol.Estimate(fn.idx, r.Size))
+	}
+	var in *instance
+	if fn.queue.Len() == 0 {
+		in = fn.lockedFreeInstance()
+	}
+	switch {
+	case in != nil:
+		d.lockedRun(c, in, now)
+		<-c.got // the slot is ours already; the channel is for waiters
+	case fn.queue.Len() >= fn.decl.MaxQueue:
+		fn.stats.Rejected++
+		return nil, nil, fmt.Errorf("%w: function %q has %d requests waiting", ErrQueueFull, fn.decl.Name, fn.queue.Len())
+	default:
+		fn.queue.Push(c.entry, c)
+	}
+	fn.stats.Accepted++
+	add := g.pol.Arrive(now, fn.idx, r.Size, fn.counts())
+	d.lockedScaleUp(fn, add, now)
+	d.lockedEnsureProgress(fn, now)
+	return c, in, nil
+}
+
+// cancel takes a queued request out; false when it was already assigned
+// an instance or failed.
+func (d *Dispatcher) cancel(c *call) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.done || c.inst != nil {
+		return false
+	}
+	c.done = true
+	c.fn.queue.RemoveFunc(func(x *call) bool { return x == c })
+	c.fn.stats.Canceled++
+	return true
+}
+
+// Release returns the slot after an execution that the instance answered
+// (whatever its status): exec is the execution time, output the output
+// size, both fed to the policy's profiler.
+func (l *Lease) Release(exec time.Duration, output float64) { l.d.finish(l.c, exec, output, true) }
+
+// Abandon returns the slot without a sample: the client went away or the
+// execution timed out.
+func (l *Lease) Abandon() { l.d.finish(l.c, 0, 0, false) }
+
+// Crashed reports that the instance did not answer: it is taken out of
+// service and the slot is gone with it.
+func (l *Lease) Crashed(err error) {
+	d := l.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := l.c.inst
+	in.fn.stats.Crashes++
+	d.cfg.Logger.Warn("instance failed a request", "instance", in.ID, "err", err)
+	d.lockedRemoveRunning(l.c)
+	if !in.gone {
+		d.lockedStop(in, d.cfg.Now())
+	}
+}
+
+func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn := c.fn
+	now := d.cfg.Now()
+	if sample {
+		fn.stats.Completed++
+		if err := fn.g.pol.Complete(fn.idx, c.size, exec, max(output, minOutput)); err != nil {
+			d.cfg.Logger.Warn("profiler rejected a sample", "function", fn.decl.Name, "err", err)
+		}
+	} else {
+		fn.stats.Abandoned++
+	}
+	in := c.inst
+	d.lockedRemoveRunning(c)
+	switch {
+	case in.gone:
+	case in.draining && len(in.running) == 0:
+		d.lockedStop(in, now)
+	default:
+		d.lockedFeed(in, now)
+	}
+}
+
+// minOutput stands in for an empty output, which the profiler's log-space
+// fits cannot take.
+const minOutput = 1e-6
+
+func (d *Dispatcher) lockedRemoveRunning(c *call) {
+	in := c.inst
+	for i, x := range in.running {
+		if x == c {
+			in.running[i] = in.running[len(in.running)-1]
+			in.running = in.running[:len(in.running)-1]
+			break
+		}
+	}
+	if len(in.running) == 0 {
+		in.idleSince = d.cfg.Now()
+	}
+}
+
+// lockedRun starts call c on instance in.
+func (d *Dispatcher) lockedRun(c *call, in *instance, now time.Time) {
+	c.inst, c.started, c.done = in, now, true
+	in.running = append(in.running, c)
+	in.fn.stats.Started++
+	c.got <- in
+}
+
+// lockedFeed gives an instance's free slots to the queue's head.
+func (d *Dispatcher) lockedFeed(in *instance, now time.Time) {
+	fn := in.fn
+	for !in.draining && in.free() > 0 {
+		c, _, ok := fn.queue.Pop(d.nanos(now))
+		if !ok {
+			return
+		}
+		d.lockedRun(c, in, now)
+	}
+}
+
+// lockedFreeInstance is the instance a request that finds the queue empty
+// runs on: the one idle the shortest time, so the longest idle ones age
+// out, as the simulator's idle pool does.
+func (f *function) lockedFreeInstance() *instance {
+	var best *instance
+	for _, in := range f.ready {
+		if in.draining || in.free() == 0 {
+			continue
+		}
+		if best == nil || in.idleSince.After(best.idleSince) {
+			best = in
+		}
+	}
+	return best
+}
+
+func (f *function) counts() policy.Counts {
+	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len()}
+	for _, in := range f.ready {
+		if in.draining {
+			continue
+		}
+		c.Live++
+		if len(in.running) == 0 {
+			c.Idle++
+		}
+	}
+	c.Live += c.Starting
+	return c
+}

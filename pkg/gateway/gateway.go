@@ -1,0 +1,103 @@
+// Package gateway is Gantry's HTTP front door. It speaks OpenFaaS's gateway
+// API, so faas-cli and existing clients work unchanged, adds apps (chains of
+// functions), and hands every invocation to the dispatcher, which queues it
+// in the policy's order and lends it an instance's slot. Handlers stay thin:
+// read and bound the body, find the input size, acquire, forward, release.
+package gateway
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"gantry.dev/gantry/pkg/dispatch"
+)
+
+// DefaultMaxBody bounds a request or response body (HTTP 413 past it).
+const DefaultMaxBody = 64 << 20
+
+// Config configures a gateway.
+type Config struct {
+	Dispatcher *dispatch.Dispatcher
+	// MaxBody bounds request and response bodies (default 64 MiB).
+	MaxBody int64
+	// Auth guards the management routes; nil leaves them open.
+	Auth *Auth
+	// Orchestration names the backend in /system/info.
+	Orchestration string
+	Logger        *slog.Logger
+	// Registry receives the gateway's metrics (default: a new one).
+	Registry *prometheus.Registry
+}
+
+// Gateway is an http.Handler.
+type Gateway struct {
+	cfg     Config
+	d       *dispatch.Dispatcher
+	mux     *http.ServeMux
+	client  *http.Client
+	metrics *metrics
+}
+
+// New builds the gateway's routes.
+func New(cfg Config) *Gateway {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Orchestration == "" {
+		cfg.Orchestration = "local"
+	}
+	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), client: newClient(),
+		metrics: newMetrics(cfg.Registry, cfg.Dispatcher)}
+	g.routes()
+	return g
+}
+
+// newClient is tuned for many concurrent requests to a few loopback hosts.
+func newClient() *http.Client {
+	t := &http.Transport{
+		Proxy:               nil, // instances are local or pod IPs: never through a proxy
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &http.Client{Transport: t}
+}
+
+func (g *Gateway) routes() {
+	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }
+	g.mux.Handle("GET /system/functions", admin(g.listFunctions))
+	g.mux.Handle("POST /system/functions", admin(g.deployFunction))
+	g.mux.Handle("PUT /system/functions", admin(g.updateFunction))
+	g.mux.Handle("DELETE /system/functions", admin(g.deleteFunction))
+	g.mux.Handle("GET /system/function/{name}", admin(g.getFunction))
+	g.mux.Handle("POST /system/scale-function/{name}", admin(g.scaleFunction))
+	g.mux.Handle("GET /system/apps", admin(g.listApps))
+	g.mux.Handle("POST /system/apps", admin(g.deployApp))
+	g.mux.Handle("GET /system/apps/{name}", admin(g.getApp))
+	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
+	g.mux.Handle("GET /system/info", admin(g.info))
+	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
+	g.mux.HandleFunc("/function/{name}", g.invokeFunction)
+	g.mux.HandleFunc("/function/{name}/{path...}", g.invokeFunction)
+	g.mux.HandleFunc("POST /app/{name}", g.invokeApp)
+	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("OK\n"))
+	})
+	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.cfg.Registry, promhttp.HandlerOpts{}))
+}
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }

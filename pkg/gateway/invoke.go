@@ -1,0 +1,297 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// OutputSizeHeader is the response header an instance may set to give its
+// output size in the next function's unit; without it the output size is
+// the response body's length.
+const OutputSizeHeader = "X-Output-Size"
+
+// result is one function's answer.
+type result struct {
+	status int
+	header http.Header
+	body   []byte
+	// outSize is the output size the next function of a chain receives.
+	outSize float64
+}
+
+// failure is a request the gateway answers itself, with its reason.
+type failure struct {
+	status  int
+	outcome string
+	err     error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+
+func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
+	name := r.PathValue("name")
+	decl, ok := g.d.Lookup(name)
+	if !ok {
+		g.fail(w, name, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
+		return
+	}
+	body, fail := g.readBody(w, r)
+	if fail != nil {
+		g.fail(w, name, fail)
+		return
+	}
+	size, fail := inputSize(decl, r.Header, len(body))
+	if fail != nil {
+		g.fail(w, name, fail)
+		return
+	}
+	fwd := forward{method: r.Method, path: "/" + r.PathValue("path"), query: r.URL.RawQuery, header: r.Header}
+	res, fail := g.call(r.Context(), decl, size, arrival.Add(decl.SLO), body, fwd)
+	if fail != nil {
+		g.fail(w, name, fail)
+		return
+	}
+	g.reply(w, name, res, time.Since(arrival))
+}
+
+func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
+	name := r.PathValue("name")
+	app, ok := g.d.App(name)
+	if !ok {
+		g.fail(w, name, &failure{http.StatusNotFound, "not_found", fmt.Errorf("app %q not found", name)})
+		return
+	}
+	body, fail := g.readBody(w, r)
+	if fail != nil {
+		g.fail(w, name, fail)
+		return
+	}
+	header := r.Header
+	var res *result
+	for i, fnName := range app.Functions {
+		decl, ok := g.d.Lookup(fnName)
+		if !ok {
+			g.fail(w, name, &failure{http.StatusServiceUnavailable, "not_found", fmt.Errorf("app %q: function %q was removed", name, fnName)})
+			return
+		}
+		size := 0.0
+		if i == 0 {
+			size, fail = inputSize(decl, header, len(body))
+		} else {
+			size = res.outSize
+		}
+		if fail != nil {
+			g.fail(w, fnName, fail)
+			return
+		}
+		fwd := forward{method: http.MethodPost, path: "/", header: header}
+		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd)
+		if fail != nil {
+			w.Header().Set("X-Gantry-Failed-Function", fnName)
+			g.fail(w, fnName, fail)
+			return
+		}
+		if res.status >= 300 {
+			w.Header().Set("X-Gantry-Failed-Function", fnName)
+			break
+		}
+		body, header = res.body, chainHeader(res, decl)
+	}
+	g.reply(w, name, res, time.Since(arrival))
+}
+
+// chainHeader is what the next function of a chain receives: the content
+// type and the output size, as the size header a function may declare.
+func chainHeader(res *result, _ stack.Function) http.Header {
+	h := http.Header{}
+	if ct := res.header.Get("Content-Type"); ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	h.Set("X-Input-Size", strconv.FormatFloat(res.outSize, 'g', -1, 64))
+	return h
+}
+
+// readBody reads the whole body within the limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *failure) {
+	if r.ContentLength > g.cfg.MaxBody {
+		return nil, &failure{http.StatusRequestEntityTooLarge, "too_large",
+			fmt.Errorf("body of %d bytes is over the limit of %d", r.ContentLength, g.cfg.MaxBody)}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &failure{http.StatusRequestEntityTooLarge, "too_large", fmt.Errorf("body over the limit of %d bytes", g.cfg.MaxBody)}
+		}
+		return nil, &failure{http.StatusBadRequest, "bad_request", fmt.Errorf("reading the body: %v", err)}
+	}
+	return body, nil
+}
+
+// inputSize is the request's input size: the declared header, or the
+// body's length.
+func inputSize(decl stack.Function, h http.Header, bodyLen int) (float64, *failure) {
+	if decl.SizeHeader == "" {
+		return float64(max(1, bodyLen)), nil
+	}
+	v := h.Get(decl.SizeHeader)
+	if v == "" {
+		return 0, &failure{http.StatusBadRequest, "bad_request",
+			fmt.Errorf("function %q takes its input size from header %s, which is missing", decl.Name, decl.SizeHeader)}
+	}
+	size, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(size > 0) || math.IsInf(size, 0) {
+		return 0, &failure{http.StatusBadRequest, "bad_request",
+			fmt.Errorf("header %s=%q is not a positive finite number", decl.SizeHeader, v)}
+	}
+	return size, nil
+}
+
+// forward is what of the client's request reaches the instance.
+type forward struct {
+	method, path, query string
+	header              http.Header
+}
+
+// call runs one function: acquire a slot, forward, release. An instance
+// that fails to answer is taken out of service and the request is retried
+// once on another instance.
+func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward) (*result, *failure) {
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Name, Size: size, Deadline: deadline})
+		if err != nil {
+			return nil, acquireFailure(ctx, err)
+		}
+		g.metrics.queueWait.WithLabelValues(decl.Name).Observe(lease.Waited.Seconds())
+		res, crashed, fail := g.execute(ctx, lease, body, fwd)
+		if fail != nil {
+			return nil, fail
+		}
+		if crashed == nil {
+			return res, nil
+		}
+		lastErr = crashed
+		g.metrics.retries.WithLabelValues(decl.Name).Inc()
+	}
+	return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, lastErr)}
+}
+
+func acquireFailure(ctx context.Context, err error) *failure {
+	switch {
+	case ctx.Err() != nil:
+		return &failure{499, "canceled", err}
+	case errors.Is(err, dispatch.ErrQueueFull):
+		return &failure{http.StatusTooManyRequests, "queue_full", err}
+	case errors.Is(err, dispatch.ErrNotFound):
+		return &failure{http.StatusNotFound, "not_found", err}
+	case errors.Is(err, dispatch.ErrClosed), errors.Is(err, dispatch.ErrRemoved):
+		return &failure{http.StatusServiceUnavailable, "unavailable", err}
+	case errors.Is(err, dispatch.ErrStartFailed):
+		return &failure{http.StatusBadGateway, "start_failed", err}
+	}
+	return &failure{http.StatusBadRequest, "bad_request", err}
+}
+
+// execute forwards one request on a lease. crashed is set when the
+// instance did not answer and the caller may retry.
+func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byte, fwd forward) (res *result, crashed error, fail *failure) {
+	cctx, cancel := context.WithTimeout(ctx, lease.Timeout)
+	defer cancel()
+	url := "http://" + lease.Instance.Addr + fwd.path
+	if fwd.query != "" {
+		url += "?" + fwd.query
+	}
+	req, err := http.NewRequestWithContext(cctx, fwd.method, url, bytes.NewReader(body))
+	if err != nil {
+		lease.Abandon()
+		return nil, nil, &failure{http.StatusBadRequest, "bad_request", err}
+	}
+	copyHeader(req.Header, fwd.header)
+	start := time.Now()
+	resp, err := g.client.Do(req)
+	if err == nil {
+		res, err = g.readResponse(resp)
+	}
+	exec := time.Since(start)
+	switch {
+	case err == nil:
+		lease.Release(exec, res.outSize)
+		return res, nil, nil
+	case ctx.Err() != nil:
+		lease.Abandon()
+		return nil, nil, &failure{499, "canceled", ctx.Err()}
+	case cctx.Err() != nil:
+		lease.Abandon()
+		return nil, nil, &failure{http.StatusGatewayTimeout, "timeout", fmt.Errorf("function %q did not answer within %v", lease.Instance.Function, lease.Timeout)}
+	case errors.Is(err, errTooLarge):
+		lease.Release(exec, float64(g.cfg.MaxBody))
+		return nil, nil, &failure{http.StatusBadGateway, "too_large", err}
+	}
+	lease.Crashed(err)
+	return nil, err, nil
+}
+
+var errTooLarge = errors.New("response body over the limit")
+
+func (g *Gateway) readResponse(resp *http.Response) (*result, error) {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, g.cfg.MaxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > g.cfg.MaxBody {
+		return nil, fmt.Errorf("%w of %d bytes", errTooLarge, g.cfg.MaxBody)
+	}
+	res := &result{status: resp.StatusCode, header: resp.Header, body: body, outSize: float64(max(1, len(body)))}
+	if v := resp.Header.Get(OutputSizeHeader); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 && !math.IsInf(s, 0) {
+			res.outSize = s
+		}
+	}
+	return res, nil
+}
+
+// hopHeaders are per-connection and never forwarded (RFC 9110 7.6.1).
+var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true}
+
+func copyHeader(dst, src http.Header) {
+	for k, vs := range src {
+		if !hopHeaders[k] {
+			dst[k] = append(dst[k][:0:0], vs...)
+		}
+	}
+}
+
+func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took time.Duration) {
+	copyHeader(w.Header(), res.header)
+	w.Header().Set("X-Duration-Seconds", strconv.FormatFloat(took.Seconds(), 'f', 6, 64))
+	w.WriteHeader(res.status)
+	_, _ = w.Write(res.body)
+	g.metrics.observe(name, res.status, took)
+}
+
+func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
+	if f.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	g.metrics.outcomes.WithLabelValues(name, f.outcome).Inc()
+	if f.status == 499 {
+		return // nobody is listening
+	}
+	http.Error(w, f.err.Error(), f.status)
+}

@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// ServerConfig is everything a running gateway needs.
+type ServerConfig struct {
+	Addr     string
+	Stack    *stack.Stack // may be nil: functions then come over the API
+	Dispatch dispatch.Config
+	Backend  backend.Backend
+	Gateway  Config // Dispatcher is filled in
+}
+
+// Server is a listening gateway with its dispatcher and autoscaler.
+type Server struct {
+	D      *dispatch.Dispatcher
+	G      *Gateway
+	srv    *http.Server
+	ln     net.Listener
+	stop   context.CancelFunc
+	served chan error
+	ticks  chan struct{}
+}
+
+// Start deploys the stack, starts the autoscaler and serves on cfg.Addr.
+func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	d, err := dispatch.New(cfg.Dispatch, cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Stack != nil {
+		if err := d.Load(ctx, cfg.Stack); err != nil {
+			_ = d.Close(context.Background())
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		_ = d.Close(context.Background())
+		return nil, err
+	}
+	cfg.Gateway.Dispatcher = d
+	g := New(cfg.Gateway)
+	s := &Server{D: d, G: g, ln: ln, served: make(chan error, 1), ticks: make(chan struct{}),
+		srv: &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	actx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	go func() { d.Run(actx); close(s.ticks) }()
+	go func() { s.served <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is the address the gateway listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the gateway's base URL.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Shutdown drains: it stops accepting, lets accepted requests finish
+// (queued ones included, so the autoscaler keeps running) until ctx ends,
+// then stops the autoscaler and every instance.
+func (s *Server) Shutdown(ctx context.Context) error {
+	drainErr := s.srv.Shutdown(ctx)
+	if drainErr != nil {
+		_ = s.srv.Close()
+	}
+	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		drainErr = errors.Join(drainErr, err)
+	}
+	s.stop()
+	<-s.ticks
+	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := s.D.Close(cctx); err != nil {
+		return errors.Join(drainErr, fmt.Errorf("stopping instances: %w", err))
+	}
+	return drainErr
+}

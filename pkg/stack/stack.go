@@ -1,0 +1,309 @@
+// Package stack declares the functions and apps Gantry serves. A stack file
+// is YAML close to OpenFaaS's stack.yml, so a user's file carries over: the
+// OpenFaaS fields (fprocess, image, environment, labels, annotations) keep
+// their meaning, and Gantry adds the SLO, the criticality, scaling limits and
+// where the input size comes from. The same declaration arrives over the
+// OpenFaaS API as a deployment request (FromDeployment).
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// ErrInvalid marks a declaration that cannot be served.
+var ErrInvalid = errors.New("invalid declaration")
+
+// Bounds every declaration is checked against before anything is allocated
+// for it.
+const (
+	MaxCriticality = 99
+	MaxInstances   = 1000
+	MaxConcurrency = 1000
+	MaxQueueBound  = 100000
+	MaxChain       = 16
+	MaxTimeout     = 10 * time.Minute
+	MaxEnv         = 256
+)
+
+// Defaults for fields a declaration leaves out.
+const (
+	DefaultSLO         = time.Second
+	DefaultConcurrency = 1
+	DefaultMaxScale    = 20
+	DefaultMaxQueue    = 1000
+	DefaultTimeout     = 30 * time.Second
+	DefaultColdStart   = time.Second
+	// DefaultMaxSize is the size range a function whose sizes are body
+	// lengths gets: bytes up to the gateway's default body limit.
+	DefaultMaxSize = 64 << 20
+)
+
+// Backend kinds a function may ask for on Kubernetes.
+const (
+	KindRTResource = "rtresource"
+	KindDeployment = "deployment"
+)
+
+// Function is one declared function.
+type Function struct {
+	Name string
+	// Command is the process an instance runs (OpenFaaS's fprocess); a
+	// leading word "gantry" means this very binary.
+	Command string
+	// Image is what Kubernetes runs; the local runtime ignores it.
+	Image       string
+	Env         map[string]string
+	Labels      map[string]string
+	Annotations map[string]string
+	// SLO is the time within which a request must finish, queueing
+	// included.
+	SLO time.Duration
+	// Criticality is 0 (least) to 99 (most critical), as RTResource's.
+	Criticality int
+	// MinScale and MaxScale bound the instances the autoscaler keeps.
+	MinScale, MaxScale int
+	// Concurrency is how many requests one instance runs at once.
+	Concurrency int
+	// SizeHeader names the request header that carries the input size
+	// (when the body names a file); empty means the body's length.
+	SizeHeader string
+	// MinSize and MaxSize bound the input sizes the policy bins.
+	MinSize, MaxSize float64
+	// SizeSensitive is false when the run time does not depend on input size.
+	SizeSensitive bool
+	// MaxQueue bounds the requests waiting for an instance; past it the
+	// gateway answers 429.
+	MaxQueue int
+	// Timeout bounds one execution; past it the gateway answers 504.
+	Timeout time.Duration
+	// ColdStart is the expected cold start the policy plans with until
+	// the runtime has measured one.
+	ColdStart time.Duration
+	// Kind is the Kubernetes object that holds the instances.
+	Kind string
+	// Line is where the declaration starts in its stack file (0 over the API).
+	Line int
+}
+
+// App is a chain of functions: each function's output is the next one's
+// input.
+type App struct {
+	Name      string
+	Functions []string
+	// SLO is the end-to-end SLO; zero means the sum of the functions' SLOs.
+	SLO  time.Duration
+	Line int
+}
+
+// Stack is a parsed stack file.
+type Stack struct {
+	Functions []Function
+	Apps      []App
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// CheckName reports whether name can name a function or app: a DNS-1123
+// label, as Kubernetes and OpenFaaS require.
+func CheckName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("%w: name %q must be a DNS-1123 label (lower-case letters, digits and '-', at most 63)", ErrInvalid, name)
+	}
+	return nil
+}
+
+// Defaults fills the fields left at zero.
+func (f *Function) Defaults() {
+	setIfZero(&f.SLO, DefaultSLO)
+	setIfZero(&f.Concurrency, DefaultConcurrency)
+	setIfZero(&f.MaxQueue, DefaultMaxQueue)
+	setIfZero(&f.Timeout, DefaultTimeout)
+	setIfZero(&f.ColdStart, DefaultColdStart)
+	setIfZero(&f.Kind, KindRTResource)
+	if f.MaxScale == 0 {
+		f.MaxScale = max(DefaultMaxScale, f.MinScale)
+	}
+	if f.MinSize == 0 && f.MaxSize == 0 {
+		f.MinSize, f.MaxSize = 1, DefaultMaxSize
+	}
+}
+
+func setIfZero[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Validate checks a function with its defaults applied.
+func (f *Function) Validate() error {
+	if err := CheckName(f.Name); err != nil {
+		return err
+	}
+	checks := []struct {
+		bad bool
+		msg string
+	}{
+		{f.Command == "" && f.Image == "", "needs fprocess (a command) or an image"},
+		{f.SLO <= 0 || f.SLO > MaxTimeout, fmt.Sprintf("slo %v must be in (0, %v]", f.SLO, MaxTimeout)},
+		{f.Criticality < 0 || f.Criticality > MaxCriticality, fmt.Sprintf("criticality %d must be in [0, %d]", f.Criticality, MaxCriticality)},
+		{f.MinScale < 0 || f.MaxScale < 1 || f.MinScale > f.MaxScale || f.MaxScale > MaxInstances,
+			fmt.Sprintf("scale min %d, max %d must satisfy 0 <= min <= max, 1 <= max <= %d", f.MinScale, f.MaxScale, MaxInstances)},
+		{f.Concurrency < 1 || f.Concurrency > MaxConcurrency, fmt.Sprintf("concurrency %d must be in [1, %d]", f.Concurrency, MaxConcurrency)},
+		{f.MaxQueue < 1 || f.MaxQueue > MaxQueueBound, fmt.Sprintf("max_queue %d must be in [1, %d]", f.MaxQueue, MaxQueueBound)},
+		{f.Timeout <= 0 || f.Timeout > MaxTimeout, fmt.Sprintf("timeout %v must be in (0, %v]", f.Timeout, MaxTimeout)},
+		{f.ColdStart < 0 || f.ColdStart > MaxTimeout, fmt.Sprintf("cold_start %v must be in [0, %v]", f.ColdStart, MaxTimeout)},
+		{!finitePositive(f.MinSize) || !finitePositive(f.MaxSize) || f.MinSize >= f.MaxSize,
+			fmt.Sprintf("input size range [%v, %v] must be positive, finite and min < max", f.MinSize, f.MaxSize)},
+		{f.Kind != KindRTResource && f.Kind != KindDeployment, fmt.Sprintf("kind %q must be %q or %q", f.Kind, KindRTResource, KindDeployment)},
+		{len(f.Env) > MaxEnv, fmt.Sprintf("at most %d environment variables", MaxEnv)},
+	}
+	for _, c := range checks {
+		if c.bad {
+			return fmt.Errorf("%w: function %q: %s", ErrInvalid, f.Name, c.msg)
+		}
+	}
+	return nil
+}
+
+func finitePositive(x float64) bool { return x > 0 && !math.IsInf(x, 0) }
+
+// Validate checks the stack as a whole: every function and app valid, names
+// unique, every app's functions declared.
+func (s *Stack) Validate() error {
+	seen := map[string]bool{}
+	for i := range s.Functions {
+		f := &s.Functions[i]
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		if seen[f.Name] {
+			return fmt.Errorf("%w: function %q declared twice", ErrInvalid, f.Name)
+		}
+		seen[f.Name] = true
+	}
+	apps := map[string]bool{}
+	for _, a := range s.Apps {
+		if err := a.Validate(seen); err != nil {
+			return err
+		}
+		if apps[a.Name] {
+			return fmt.Errorf("%w: app %q declared twice", ErrInvalid, a.Name)
+		}
+		apps[a.Name] = true
+	}
+	return nil
+}
+
+// Validate checks an app against the set of declared function names.
+func (a *App) Validate(declared map[string]bool) error {
+	if err := CheckName(a.Name); err != nil {
+		return err
+	}
+	if len(a.Functions) == 0 || len(a.Functions) > MaxChain {
+		return fmt.Errorf("%w: app %q must chain 1 to %d functions", ErrInvalid, a.Name, MaxChain)
+	}
+	if a.SLO < 0 || a.SLO > MaxTimeout {
+		return fmt.Errorf("%w: app %q: slo %v must be in [0, %v]", ErrInvalid, a.Name, a.SLO, MaxTimeout)
+	}
+	for _, fn := range a.Functions {
+		if !declared[fn] {
+			return fmt.Errorf("%w: app %q chains undeclared function %q", ErrInvalid, a.Name, fn)
+		}
+	}
+	return nil
+}
+
+// Scaling labels OpenFaaS users already set; Gantry honours them.
+const (
+	LabelScaleMin = "com.openfaas.scale.min"
+	LabelScaleMax = "com.openfaas.scale.max"
+)
+
+// Annotations that carry Gantry's fields through the OpenFaaS API, whose
+// deployment request has no place for them.
+const (
+	AnnotationSLO         = "gantry.dev/slo"
+	AnnotationCriticality = "gantry.dev/criticality"
+	AnnotationConcurrency = "gantry.dev/concurrency"
+	AnnotationSizeHeader  = "gantry.dev/size-header"
+	AnnotationSizeRange   = "gantry.dev/size-range" // "MIN-MAX"
+	AnnotationMaxQueue    = "gantry.dev/max-queue"
+	AnnotationTimeout     = "gantry.dev/timeout"
+	AnnotationKind        = "gantry.dev/kind"
+	// AnnotationKnativeCriticality is the annotation PREEMPT-FaaS reads
+	// on Knative services; it sets the criticality too.
+	AnnotationKnativeCriticality = "autoscaling.knative.dev/application-criticality-level"
+)
+
+// applyMeta reads the scaling labels and Gantry's annotations into f. It
+// runs after the explicit fields, which therefore win only where the map
+// is silent.
+func (f *Function) applyMeta() error {
+	ints := []struct {
+		m   map[string]string
+		key string
+		dst *int
+	}{
+		{f.Labels, LabelScaleMin, &f.MinScale}, {f.Labels, LabelScaleMax, &f.MaxScale},
+		{f.Annotations, AnnotationKnativeCriticality, &f.Criticality},
+		{f.Annotations, AnnotationCriticality, &f.Criticality},
+		{f.Annotations, AnnotationConcurrency, &f.Concurrency},
+		{f.Annotations, AnnotationMaxQueue, &f.MaxQueue},
+	}
+	for _, it := range ints {
+		if v, ok := it.m[it.key]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%w: function %q: %s=%q is not an integer", ErrInvalid, f.Name, it.key, v)
+			}
+			*it.dst = n
+		}
+	}
+	durs := []struct {
+		key string
+		dst *time.Duration
+	}{{AnnotationSLO, &f.SLO}, {AnnotationTimeout, &f.Timeout}}
+	for _, it := range durs {
+		if v, ok := f.Annotations[it.key]; ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%w: function %q: %s=%q: %v", ErrInvalid, f.Name, it.key, v, err)
+			}
+			*it.dst = d
+		}
+	}
+	if v, ok := f.Annotations[AnnotationSizeHeader]; ok {
+		f.SizeHeader = v
+	}
+	if v, ok := f.Annotations[AnnotationKind]; ok {
+		f.Kind = v
+	}
+	if v, ok := f.Annotations[AnnotationSizeRange]; ok {
+		if _, err := fmt.Sscanf(v, "%g-%g", &f.MinSize, &f.MaxSize); err != nil {
+			return fmt.Errorf("%w: function %q: %s=%q must be MIN-MAX", ErrInvalid, f.Name, AnnotationSizeRange, v)
+		}
+	}
+	return nil
+}
+
+// FromAPI builds a function from the fields an OpenFaaS deployment request
+// carries: its command is envProcess, as OpenFaaS's watchdog runs fprocess,
+// and Gantry's own fields come from labels and annotations.
+func FromAPI(name, image, envProcess string, env, labels, annotations map[string]string) (Function, error) {
+	f := Function{Name: name, Image: image, Command: envProcess, Env: env, Labels: labels,
+		Annotations: annotations, SizeSensitive: true}
+	if err := f.applyMeta(); err != nil {
+		return Function{}, err
+	}
+	f.Defaults()
+	if err := f.Validate(); err != nil {
+		return Function{}, err
+	}
+	return f, nil
+}
