@@ -145,10 +145,11 @@ func (l *Lease) Crashed(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	in := l.c.inst
-	in.fn.stats.Crashes++
+	in.fn.stats.InstanceErrors++
 	d.cfg.Logger.Warn("instance failed a request", "instance", in.ID, "err", err)
 	d.lockedRemoveRunning(l.c)
 	if !in.gone {
+		in.fn.stats.Crashes++
 		d.lockedStop(in, d.cfg.Now())
 	}
 }
@@ -172,6 +173,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 	case in.gone:
 	case in.draining && len(in.running) == 0:
 		d.lockedStop(in, now)
+		d.lockedGrant(now) // the room it frees goes to the most critical waiting
 	default:
 		d.lockedFeed(in, now)
 	}

@@ -9,11 +9,12 @@ import (
 )
 
 // FunctionStats counts what happened at one function. Every accepted
-// request ends as Completed, Abandoned, Canceled or Failed: nothing is
-// dropped without a count.
+// request ends as Completed, Abandoned, Canceled, Failed or InstanceErrors:
+// nothing is dropped without a count. Crashes counts instances lost.
 type FunctionStats struct {
 	Accepted, Rejected, Started            int64
 	Completed, Abandoned, Canceled, Failed int64
+	InstanceErrors                         int64
 	Spawned, Ready, StartFailures          int64
 	Stopped, Crashes                       int64
 	ColdStartSum                           time.Duration

@@ -1,0 +1,344 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// fakeBackend records decisions; tests make instances ready by hand, or
+// automatically with auto.
+type fakeBackend struct {
+	mu      sync.Mutex
+	ev      backend.Events
+	auto    bool
+	starts  map[string]int
+	stopped []string
+	seq     int
+}
+
+func newFake(auto bool) *fakeBackend { return &fakeBackend{auto: auto, starts: map[string]int{}} }
+
+func (b *fakeBackend) Attach(ev backend.Events)                     { b.ev = ev }
+func (b *fakeBackend) Deploy(context.Context, stack.Function) error { return nil }
+func (b *fakeBackend) Undeploy(context.Context, string) error       { return nil }
+func (b *fakeBackend) Close(context.Context) error                  { return nil }
+func (b *fakeBackend) Stop(inst backend.Instance) {
+	b.mu.Lock()
+	b.stopped = append(b.stopped, inst.ID)
+	b.mu.Unlock()
+	go b.ev.Exited(inst, nil)
+}
+
+func (b *fakeBackend) Start(fn string, n int) {
+	b.mu.Lock()
+	b.starts[fn] += n
+	b.mu.Unlock()
+	if b.auto {
+		for range n {
+			go b.ready(fn)
+		}
+	}
+}
+
+// ready makes one pending instance of fn ready.
+func (b *fakeBackend) ready(fn string) backend.Instance {
+	b.mu.Lock()
+	b.seq++
+	inst := backend.Instance{ID: fmt.Sprintf("%s-%d", fn, b.seq), Function: fn, Addr: "127.0.0.1:1", ColdStart: time.Millisecond}
+	b.mu.Unlock()
+	b.ev.Ready(inst)
+	return inst
+}
+
+func (b *fakeBackend) started(fn string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.starts[fn]
+}
+
+func decl(name string, crit int) stack.Function {
+	f := stack.Function{Name: name, Command: "true", Criticality: crit, SizeSensitive: true}
+	f.Defaults()
+	return f
+}
+
+func newTestDispatcher(t *testing.T, cfg Config, be *fakeBackend, fns ...stack.Function) *Dispatcher {
+	t.Helper()
+	d, err := New(cfg, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fns {
+		if err := d.Deploy(context.Background(), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func req(fn string) Request {
+	return Request{Function: fn, Size: 100, Deadline: time.Now().Add(time.Second)}
+}
+
+func TestColdRequestStartsAnInstanceAndRunsOnIt(t *testing.T) {
+	be := newFake(false)
+	d := newTestDispatcher(t, Config{}, be, decl("f", 0))
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := d.Acquire(context.Background(), req("f"))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, func() bool { return be.started("f") == 1 })
+	inst := be.ready("f")
+	l := <-got
+	if l.Instance.ID != inst.ID {
+		t.Fatalf("ran on %q, want %q", l.Instance.ID, inst.ID)
+	}
+	l.Release(10*time.Millisecond, 5)
+	st, _ := d.Function("f")
+	if st.Stats.Accepted != 1 || st.Stats.Completed != 1 || st.Available != 1 {
+		t.Fatalf("stats %+v available %d", st.Stats, st.Available)
+	}
+}
+
+func TestUnknownFunctionAndBadSize(t *testing.T) {
+	d := newTestDispatcher(t, Config{}, newFake(true), decl("f", 0))
+	if _, err := d.Acquire(context.Background(), req("nope")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown function: %v", err)
+	}
+	r := req("f")
+	r.Size = -1
+	if _, err := d.Acquire(context.Background(), r); err == nil {
+		t.Fatal("negative size accepted")
+	}
+}
+
+func TestQueuePastItsBoundIsRefused(t *testing.T) {
+	be := newFake(false)
+	f := decl("f", 0)
+	f.MaxQueue = 2
+	f.MaxScale = 1
+	d := newTestDispatcher(t, Config{}, be, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		go func() { _, _ = d.Acquire(ctx, req("f")) }()
+	}
+	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 2 })
+	if _, err := d.Acquire(ctx, req("f")); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("third request: %v, want ErrQueueFull", err)
+	}
+	st, _ := d.Function("f")
+	if st.Stats.Rejected != 1 {
+		t.Fatalf("rejected %d, want 1", st.Stats.Rejected)
+	}
+}
+
+func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
+	be := newFake(false)
+	d := newTestDispatcher(t, Config{}, be, decl("f", 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.Acquire(ctx, req("f"))
+		errc <- err
+	}()
+	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+	st, _ := d.Function("f")
+	if st.Queued != 0 || st.Stats.Canceled != 1 {
+		t.Fatalf("queued %d canceled %d", st.Queued, st.Stats.Canceled)
+	}
+	// The instance that comes up later finds nothing to run and stays idle.
+	be.ready("f")
+	st, _ = d.Function("f")
+	if st.Running != 0 || st.Available != 1 {
+		t.Fatalf("running %d available %d", st.Running, st.Available)
+	}
+}
+
+func TestRepeatedStartFailuresFailTheQueue(t *testing.T) {
+	be := newFake(false)
+	d := newTestDispatcher(t, Config{}, be, decl("f", 0))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.Acquire(context.Background(), req("f"))
+		errc <- err
+	}()
+	for i := range startFailLimit {
+		waitFor(t, func() bool { return be.started("f") >= i+1 })
+		be.ev.Failed("f", errors.New("exec: not found"))
+		d.Plan() // the autoscaler retries the start
+	}
+	if err := <-errc; !errors.Is(err, ErrStartFailed) {
+		t.Fatalf("got %v, want ErrStartFailed", err)
+	}
+}
+
+// A critical function's scale-up takes a less critical function's idle
+// instance at once when the machine is full.
+func TestCriticalScaleUpTakesIdleCapacityFromLessCritical(t *testing.T) {
+	be := newFake(true)
+	d := newTestDispatcher(t, Config{Capacity: 2}, be, decl("low", 1), decl("high", 9))
+	if err := d.Scale("low", 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { st, _ := d.Function("low"); return st.Available == 2 })
+	l, err := d.Acquire(context.Background(), req("high"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(time.Millisecond, 1)
+	low, _ := d.Function("low")
+	if low.Replicas != 1 || d.Live() != 2 {
+		t.Fatalf("low has %d replicas, live %d; want 1 and 2", low.Replicas, d.Live())
+	}
+}
+
+// Busy instances of a less critical function are drained: the capacity
+// they free goes to the critical function, not back to them.
+func TestBusyLessCriticalInstancesDrainForCritical(t *testing.T) {
+	be := newFake(true)
+	d := newTestDispatcher(t, Config{Capacity: 1}, be, decl("low", 1), decl("high", 9))
+	busy, err := d.Acquire(context.Background(), req("low"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := d.Acquire(context.Background(), req("high"))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, func() bool { st, _ := d.Function("high"); return st.Queued == 1 })
+	if be.started("high") != 0 {
+		t.Fatal("high started past the capacity")
+	}
+	busy.Release(time.Millisecond, 1) // low's instance drains and stops
+	l := <-got
+	if l.Instance.Function != "high" {
+		t.Fatalf("ran on %+v", l.Instance)
+	}
+	low, _ := d.Function("low")
+	if low.Replicas != 0 {
+		t.Fatalf("low kept %d replicas", low.Replicas)
+	}
+}
+
+// Without criticality (equal levels), a full machine makes the second
+// function wait for the first one's instances to age out.
+func TestEqualCriticalityDoesNotPreempt(t *testing.T) {
+	be := newFake(true)
+	d := newTestDispatcher(t, Config{Capacity: 1}, be, decl("a", 5), decl("b", 5))
+	if err := d.Scale("a", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { st, _ := d.Function("a"); return st.Available == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := d.Acquire(ctx, req("b")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("b got %v; want to wait", err)
+	}
+	if a, _ := d.Function("a"); a.Replicas != 1 {
+		t.Fatalf("a lost its instance to an equal")
+	}
+}
+
+func TestAppsGroupTheirChainUnderOnePolicy(t *testing.T) {
+	d := newTestDispatcher(t, Config{}, newFake(true), decl("a", 0), decl("b", 0))
+	if err := d.DeployApp(stack.App{Name: "ab", Functions: []string{"a", "b"}, SLO: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	app, ok := d.App("ab")
+	if !ok || len(app.Budget) != 2 || app.Budget[1] != 3*time.Second || app.Budget[0] != 1500*time.Millisecond {
+		t.Fatalf("app %+v", app)
+	}
+	if err := d.DeployApp(stack.App{Name: "again", Functions: []string{"a"}}); !errors.Is(err, ErrExists) {
+		t.Fatalf("a function in two apps: %v", err)
+	}
+	if err := d.Remove(context.Background(), "a"); !errors.Is(err, ErrExists) {
+		t.Fatalf("removing a chained function: %v", err)
+	}
+	if err := d.RemoveApp("ab"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many goroutines acquire, release, crash and cancel at once while the
+// autoscaler plans and instances come and go: every accepted request ends
+// in exactly one counted outcome and nothing deadlocks.
+func TestConcurrentRequestsAllEndCounted(t *testing.T) {
+	be := newFake(true)
+	f := decl("f", 0)
+	f.MaxQueue = 100000
+	f.Concurrency = 2
+	d := newTestDispatcher(t, Config{Tick: time.Millisecond}, be, f)
+	ctx, stop := context.WithCancel(context.Background())
+	go d.Run(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	const workers, each = 32, 60
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				rctx, cancel := context.WithCancel(context.Background())
+				if (w+i)%7 == 0 {
+					cancel() // some give up at once, some while queued
+				}
+				l, err := d.Acquire(rctx, req("f"))
+				cancel()
+				if err != nil {
+					continue
+				}
+				switch (w * i) % 5 {
+				case 0:
+					l.Crashed(errors.New("connection reset"))
+				case 1:
+					l.Abandon()
+				default:
+					l.Release(time.Duration(1+i)*time.Microsecond, 10)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st, _ := d.Function("f")
+	s := st.Stats
+	if s.Accepted == 0 || s.Accepted != s.Completed+s.Abandoned+s.Canceled+s.Failed+s.InstanceErrors {
+		t.Fatalf("accepted %d but ended: %+v", s.Accepted, s)
+	}
+	if st.Queued != 0 || st.Running != 0 {
+		t.Fatalf("left queued %d running %d", st.Queued, st.Running)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
