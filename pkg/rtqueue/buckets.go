@@ -64,18 +64,65 @@ func (l *levels[T]) remove(e *entry[T]) {
 
 // highestAtLeast returns the highest non-empty level >= floor, or -1.
 func (l *levels[T]) highestAtLeast(floor int) int {
-	for w := 1; w >= 0; w-- {
-		word := l.nonEmpty[w]
-		if word == 0 {
-			continue
-		}
-		top := w*64 + 63 - bits.LeadingZeros64(word)
-		if top >= floor {
-			return top
-		}
-		return -1
+	if top := l.highestBelow(numLevels); top >= floor {
+		return top
 	}
 	return -1
+}
+
+// highestBelow returns the highest non-empty level < limit, or -1.
+func (l *levels[T]) highestBelow(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	for w := (limit - 1) / 64; w >= 0; w-- {
+		word := l.nonEmpty[w]
+		if n := limit - w*64; n < 64 {
+			word &= 1<<n - 1
+		}
+		if word != 0 {
+			return w*64 + 63 - bits.LeadingZeros64(word)
+		}
+	}
+	return -1
+}
+
+// cursor walks the waiting items from the highest base priority down,
+// counting rather than visiting them, for matching items to waiters.
+func (l *levels[T]) cursor() itemCursor[T] {
+	c := itemCursor[T]{l: l}
+	c.moveBelow(numLevels)
+	return c
+}
+
+// itemCursor is the next unclaimed item's level and how many unclaimed
+// items are left at it.
+type itemCursor[T comparable] struct {
+	l     *levels[T]
+	level int // -1 once every item is claimed
+	left  int
+}
+
+func (c *itemCursor[T]) more() bool { return c.level >= 0 }
+
+// claim takes the next item for a waiter with this floor, if it admits it.
+// The next item is the highest unclaimed one, so if the floor is above it
+// the floor admits no unclaimed item at all.
+func (c *itemCursor[T]) claim(floor int) bool {
+	if c.level < 0 || c.level < floor {
+		return false
+	}
+	if c.left--; c.left == 0 {
+		c.moveBelow(c.level)
+	}
+	return true
+}
+
+func (c *itemCursor[T]) moveBelow(limit int) {
+	c.level = c.l.highestBelow(limit)
+	if c.level >= 0 {
+		c.left = c.l.count[c.level]
+	}
 }
 
 // pick chooses the next entry for a worker that accepts base priorities >=

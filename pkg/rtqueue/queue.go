@@ -1,6 +1,7 @@
 package rtqueue
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -62,7 +63,13 @@ type Queue[T comparable] struct {
 	lastPrio map[T]int
 	seq      uint64
 	delayed  delayHeap[T]
+	// waiters are the parked Gets that have not been woken, highest floor
+	// first and, among equal floors, the most recently parked first. woken
+	// are Gets sent a wake-up that have not yet taken the lock again, also
+	// highest floor first. lockedWake keeps them so that no item waits
+	// while a parked Get may take it and no woken one is on its way to it.
 	waiters  []*waiter
+	woken    []*waiter
 	shutting bool
 	drain    bool
 	drainCnd *sync.Cond
@@ -185,34 +192,89 @@ func (q *Queue[T]) lockedPush(e *entry[T], now time.Time) {
 	e.seq, e.levelAt = q.seq, now
 	q.waiting.push(e)
 	q.metrics.depth[bandOf(e.priority)].Inc()
-	q.lockedWake(e.priority)
+	q.lockedWake()
 }
 
-// lockedWake hands one parked Get that may take an item of this priority a
-// wake-up. It prefers the waiter with the highest floor (a reserve worker),
-// since that is the one kept free for exactly such items, and the most
-// recently parked among equals, whose cache and thread are warmest.
-func (q *Queue[T]) lockedWake(priority int) {
-	best := -1
-	for i := len(q.waiters) - 1; i >= 0; i-- {
-		w := q.waiters[i]
-		if w.floor <= priority && (best < 0 || w.floor > q.waiters[best].floor) {
-			best = i
-		}
-	}
-	if best < 0 {
+// lockedWake wakes the parked Gets that waiting items need. A woken Get
+// takes the highest item its floor admits, not necessarily the one whose
+// push woke it, so waking one Get per push loses wake-ups: a general worker
+// can take the critical item whose push woke a reserve worker, the reserve
+// worker finds nothing and parks again, and the low item that woke the
+// general worker waits while another general worker stays parked.
+//
+// Instead every change to the waiting items or the woken set calls this,
+// and it matches items to Gets as a maximum matching: each Get (woken or
+// parked) in order of floor, highest first, claims the highest unclaimed
+// item its floor admits. The admitted sets are nested (a lower floor admits
+// everything a higher one does), so serving the most restricted Get first
+// claims as many items as any assignment can. Parked Gets that claim an
+// item are woken. A woken Get goes before a parked one of the same floor,
+// so an item already covered wakes nobody else; a parked reserve worker
+// still goes before a woken general one, so a critical item goes to the
+// reserve. It costs one pass over the Gets, and stops when the items run
+// out.
+func (q *Queue[T]) lockedWake() {
+	if len(q.waiters) == 0 {
 		return
 	}
-	w := q.waiters[best]
-	q.waiters = append(q.waiters[:best], q.waiters[best+1:]...)
-	w.p.unpark()
+	var buf [8]*waiter
+	for _, w := range q.lockedChoose(buf[:0]) {
+		q.woken = insertByFloor(q.woken, w)
+		w.p.unpark()
+	}
+}
+
+// lockedChoose runs the matching, removes the parked Gets that claimed an
+// item from waiters, and appends them to wake.
+func (q *Queue[T]) lockedChoose(wake []*waiter) []*waiter {
+	next := q.waiting.cursor()
+	kept := q.waiters[:0]
+	wi := 0
+	for i, w := range q.waiters {
+		for wi < len(q.woken) && q.woken[wi].floor >= w.floor {
+			next.claim(q.woken[wi].floor)
+			wi++
+		}
+		if !next.more() {
+			kept = append(kept, q.waiters[i:]...)
+			break
+		}
+		if next.claim(w.floor) {
+			wake = append(wake, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(q.waiters[len(kept):])
+	q.waiters = kept
+	return wake
+}
+
+// insertByFloor keeps ws highest floor first; a newcomer goes before the
+// others of its floor, so the most recently parked worker, whose cache and
+// thread are warmest, is woken first.
+func insertByFloor(ws []*waiter, w *waiter) []*waiter {
+	i := 0
+	for i < len(ws) && ws[i].floor > w.floor {
+		i++
+	}
+	return slices.Insert(ws, i, w)
+}
+
+// lockedArrive notes that a woken Get has taken the lock again.
+func (q *Queue[T]) lockedArrive(w *waiter) {
+	if i := slices.Index(q.woken, w); i >= 0 {
+		q.woken = slices.Delete(q.woken, i, i+1)
+	}
 }
 
 func (q *Queue[T]) lockedWakeAll() {
 	for _, w := range q.waiters {
+		q.woken = insertByFloor(q.woken, w)
 		w.p.unpark()
 	}
-	q.waiters = nil
+	clear(q.waiters)
+	q.waiters = q.waiters[:0]
 }
 
 // Len is the number of items waiting to be handed out (delayed items and
@@ -240,20 +302,31 @@ func (q *Queue[T]) GetWithPriority() (item T, priority int, shutdown bool) {
 func (q *Queue[T]) getAtLeast(floor int, p parker) (item T, priority int, shutdown bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var w *waiter
 	for {
 		now := q.clock.Now()
 		if e := q.waiting.pick(floor, q.aging, now); e != nil {
 			q.lockedHandOut(e, now)
+			// The item taken may be the one another woken Get was sent for;
+			// pass the wake-up on to whoever the remaining items need.
+			q.lockedWake()
 			return e.item, e.priority, false
 		}
 		if q.shutting {
 			var zero T
 			return zero, 0, true
 		}
-		q.waiters = append(q.waiters, &waiter{floor: floor, p: p})
+		// Parking again needs no lockedWake: finding nothing means no
+		// waiting item is one this Get could have claimed, so its leaving
+		// the woken set changes no other Get's claim.
+		if w == nil {
+			w = &waiter{floor: floor, p: p}
+		}
+		q.waiters = insertByFloor(q.waiters, w)
 		q.mu.Unlock()
 		p.park()
 		q.mu.Lock()
+		q.lockedArrive(w)
 	}
 }
 
