@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"gantry.dev/gantry/pkg/backend"
@@ -31,6 +32,9 @@ type Server struct {
 	stop   context.CancelFunc
 	served chan error
 	ticks  chan struct{}
+
+	once    sync.Once
+	downErr error
 }
 
 // Start deploys the stack, starts the autoscaler and serves on cfg.Addr.
@@ -69,8 +73,14 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 
 // Shutdown drains: it stops accepting, lets accepted requests finish
 // (queued ones included, so the autoscaler keeps running) until ctx ends,
-// then stops the autoscaler and every instance.
+// then stops the autoscaler and every instance. Later calls return the
+// first call's result.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.once.Do(func() { s.downErr = s.shutdown(ctx) })
+	return s.downErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	drainErr := s.srv.Shutdown(ctx)
 	if drainErr != nil {
 		_ = s.srv.Close()

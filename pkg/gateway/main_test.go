@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// The test binary doubles as a function instance: run with
+// GANTRY_TEST_INSTANCE set, it serves the instance contract on $PORT.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("GANTRY_TEST_INSTANCE"); mode != "" {
+		serveInstance(mode)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func serveInstance(mode string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			return // the health check
+		}
+		body, _ := io.ReadAll(r.Body)
+		switch mode {
+		case "crash":
+			os.Exit(3)
+		case "slow":
+			time.Sleep(300 * time.Millisecond)
+		case "upper":
+			body = bytes.ToUpper(body)
+		}
+		w.Header().Set(OutputSizeHeader, fmt.Sprint(len(body)))
+		_, _ = w.Write(body)
+	})
+	_ = http.Serve(ln, h)
+}
+
+// instanceFunction declares a function whose instances are this test
+// binary in the given mode.
+func instanceFunction(t *testing.T, name, mode string) stack.Function {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := stack.Function{Name: name, Command: "'" + self + "'", Env: map[string]string{"GANTRY_TEST_INSTANCE": mode},
+		SizeSensitive: true}
+	f.Defaults()
+	return f
+}
+
+// startGateway serves a stack on loopback with the real process runtime.
+func startGateway(t *testing.T, s *stack.Stack, auth *Auth) *Server {
+	t.Helper()
+	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", Stack: s,
+		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
+		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
+		Gateway:  Config{Auth: auth, MaxBody: 1 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// do sends a request and returns the status, body and headers.
+func do(t *testing.T, method, url string, body string, hdr map[string]string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 15s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
