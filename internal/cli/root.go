@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newClusterCmd(),
 		newControllerCmd(),
+		newLoadCmd(),
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	wrapArgErrors(root)
