@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 		newClusterCmd(),
 		newControllerCmd(),
 		newLoadCmd(),
+		newFnCmd(),
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	wrapArgErrors(root)
