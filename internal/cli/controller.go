@@ -23,6 +23,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	a := &f.app
 	def := rtqueue.DefaultPoolConfig()
+	band := rtqueue.DefaultCriticalBand()
 	fs.StringVar(&f.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster config")
 	fs.StringVar(&a.Options.Namespace, "namespace", "", "only reconcile RTResources in this namespace (default: all)")
 	fs.StringVar(&a.QueueKind, "queue", rtcontroller.QueueRT, `work queue: "rtqueue" (priority-preemptive engine) or "fifo" (client-go workqueue, the vanilla ablation)`)
@@ -30,8 +31,12 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&a.Pool.Min, "min-workers", def.Min, "rtqueue: workers kept alive")
 	fs.IntVar(&a.Pool.Max, "max-workers", def.Max, "rtqueue: most workers")
 	fs.IntVar(&a.Pool.IdleThreshold, "idle-threshold", def.IdleThreshold, "rtqueue: spawn a worker when fewer are idle")
-	fs.IntVar(&a.Pool.Reserve, "reserve-workers", def.Reserve, "rtqueue: workers that only take keys at or above --reserve-floor")
-	fs.IntVar(&a.Pool.ReserveFloor, "reserve-floor", def.ReserveFloor, "rtqueue: lowest criticality the reserve workers take")
+	fs.IntVar(&a.Pool.Reserve, "reserve-workers", def.Reserve, "rtqueue: workers that only take critical keys (at or above --reserve-floor)")
+	fs.IntVar(&a.ReserveFloor, "reserve-floor", 0, "rtqueue: lowest criticality the reserve workers take (default: --critical-from)")
+	fs.IntVar(&a.Critical.From, "critical-from", band.From, "rtqueue: lowest critical criticality: at or above it keys run SCHED_FIFO and may take reserve workers (the paper's RQ1 services use 1..10: set 1)")
+	fs.IntVar(&a.Critical.To, "critical-to", band.To, "rtqueue: criticality that gets the highest SCHED_FIFO priority; --critical-from..--critical-to spread over --rt-priority-min..--rt-priority-max (RQ1: 10)")
+	fs.IntVar(&a.Critical.MinRT, "rt-priority-min", band.MinRT, "rtqueue: SCHED_FIFO priority of --critical-from")
+	fs.IntVar(&a.Critical.MaxRT, "rt-priority-max", band.MaxRT, "rtqueue: SCHED_FIFO priority of --critical-to and above (at most 98; idle workers sit above it)")
 	fs.BoolVar(&a.Pool.RealTime, "realtime", def.RealTime, "rtqueue: run workers SCHED_FIFO (needs CAP_SYS_NICE; falls back to nice values)")
 	fs.Float32Var(&a.Options.QPS, "kube-api-qps", 50, "reconcile client: requests per second")
 	fs.IntVar(&a.Options.Burst, "kube-api-burst", 100, "reconcile client: burst")
@@ -54,8 +59,8 @@ func (f *controllerFlags) validate() error {
 		return usagef("--fifo-workers must be at least 1, got %d", a.FIFOWorkers)
 	case a.Options.QPS <= 0 || a.Options.Burst < 1:
 		return usagef("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", a.Options.QPS, a.Options.Burst)
-	case a.QueueKind == rtcontroller.QueueRT && a.Pool.Validate() != nil:
-		return usagef("bad worker pool flags: %v", a.Pool.Validate())
+	case a.Validate() != nil:
+		return usagef("bad worker pool or criticality flags: %v", a.Validate())
 	case a.LeaderElect && !(a.Leader.RetryPeriod < a.Leader.RenewDeadline && a.Leader.RenewDeadline < a.Leader.LeaseDuration):
 		return usagef("need --retry-period < --renew-deadline < --lease-duration, got %v, %v, %v",
 			a.Leader.RetryPeriod, a.Leader.RenewDeadline, a.Leader.LeaseDuration)

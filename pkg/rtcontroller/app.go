@@ -22,22 +22,57 @@ type AppConfig struct {
 	QueueKind   string
 	FIFOWorkers int
 	Pool        rtqueue.PoolConfig
-	HTTPAddress string // /healthz, /readyz, /metrics; "" disables
-	LeaderElect bool
-	Leader      LeaderElection
+	// Critical says which criticalities are critical: they run SCHED_FIFO,
+	// spread over its range, and may take reserve workers. It replaces
+	// Pool's mapping and reserve floor; the zero value leaves Pool as it is.
+	Critical rtqueue.CriticalBand
+	// ReserveFloor, if not 0, moves the reserve floor away from the band's
+	// start.
+	ReserveFloor int
+	HTTPAddress  string // /healthz, /readyz, /metrics; "" disables
+	LeaderElect  bool
+	Leader       LeaderElection
+}
+
+// PoolConfig is the worker pool the rtqueue engine runs: Pool with the
+// critical band applied.
+func (cfg AppConfig) PoolConfig() rtqueue.PoolConfig {
+	if cfg.Critical == (rtqueue.CriticalBand{}) {
+		return cfg.Pool
+	}
+	pool := cfg.Critical.Apply(cfg.Pool)
+	if cfg.ReserveFloor != 0 {
+		pool.ReserveFloor = cfg.ReserveFloor
+	}
+	return pool
+}
+
+// Validate reports a worker pool or critical band the rtqueue engine
+// would refuse, so a command can reject bad flags before it connects.
+func (cfg AppConfig) Validate() error {
+	if cfg.QueueKind != QueueRT {
+		return nil
+	}
+	if cfg.Critical != (rtqueue.CriticalBand{}) {
+		if err := cfg.Critical.Validate(); err != nil {
+			return err
+		}
+	}
+	return cfg.PoolConfig().Validate()
 }
 
 // RunApp runs the controller with its HTTP endpoints until ctx ends.
 func RunApp(ctx context.Context, cfg AppConfig) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	engine, err := NewEngine(cfg.QueueKind, cfg.FIFOWorkers, cfg.Pool, reg)
+	pool := cfg.PoolConfig()
+	engine, err := NewEngine(cfg.QueueKind, cfg.FIFOWorkers, pool, reg)
 	if err != nil {
 		return err
 	}
 	if cfg.QueueKind == QueueRT && os.Getenv("GOMAXPROCS") == "" {
 		// A thread-locked worker needs a P to run; see rtqueue's docs.
-		runtime.GOMAXPROCS(rtqueue.RecommendedGOMAXPROCS(cfg.Pool, runtime.NumCPU()))
+		runtime.GOMAXPROCS(rtqueue.RecommendedGOMAXPROCS(pool, runtime.NumCPU()))
 	}
 	opts := cfg.Options
 	opts.Engine, opts.Registerer = engine, reg

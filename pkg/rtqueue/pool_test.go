@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,20 +321,98 @@ gantry_rtqueue_sched_policy{name="fb",policy="SCHED_OTHER"} 1
 }
 
 func TestLinearMappingKeepsOneMeaningOfPriority(t *testing.T) {
-	m := DefaultMapping()
-	prev := m.Busy(0)
-	for p := 1; p <= MaxPriority; p++ {
-		cur := m.Busy(p)
-		if !outranksOrEqual(cur, prev) {
-			t.Fatalf("Busy(%d)=%v ranks below Busy(%d)=%v: higher priority must never run lower", p, cur, p-1, prev)
+	for _, b := range []CriticalBand{DefaultCriticalBand(), PaperCriticalBand(),
+		{From: 1, To: 99, MinRT: 1, MaxRT: 98}, {From: 70, To: 70, MinRT: 10, MaxRT: 20}, {From: 99, To: 99, MinRT: 50, MaxRT: 93}} {
+		m := b.Mapping()
+		prev := m.Busy(0)
+		for p := 1; p <= MaxPriority; p++ {
+			cur := m.Busy(p)
+			if !outranksOrEqual(cur, prev) {
+				t.Fatalf("band %+v: Busy(%d)=%v ranks below Busy(%d)=%v: higher priority must never run lower", b, p, cur, p-1, prev)
+			}
+			if !outranksOrEqual(m.Idle(), cur) || m.Idle() == cur {
+				t.Fatalf("band %+v: Idle %v does not rank above Busy(%d)=%v", b, m.Idle(), p, cur)
+			}
+			prev = cur
 		}
-		if !outranksOrEqual(m.Idle(), cur) {
-			t.Fatalf("Idle %v ranks below Busy(%d)=%v", m.Idle(), p, cur)
+		if m.Busy(MaxPriority).RTPriority != m.MaxRT || m.Busy(b.To).RTPriority != m.MaxRT {
+			t.Fatalf("band %+v: Busy(99)=%v Busy(To)=%v, want both at MaxRT", b, m.Busy(MaxPriority), m.Busy(b.To))
 		}
-		prev = cur
+		if b.From < b.To && m.Busy(b.From).RTPriority != m.MinRT {
+			t.Fatalf("band %+v: Busy(From)=%v, want MinRT", b, m.Busy(b.From))
+		}
+		if bg := m.Busy(0); bg.Policy != PolicyOther || bg.Nice != m.MaxNice {
+			t.Fatalf("band %+v: Busy(0)=%v, want background work at nice %d", b, bg, m.MaxNice)
+		}
+		if err := b.Validate(); err != nil {
+			t.Fatalf("band %+v: %v", b, err)
+		}
 	}
-	if m.Busy(MaxPriority).RTPriority != m.MaxRT || m.Busy(m.RTFloor).RTPriority != m.MinRT {
-		t.Fatalf("RT range ends: Busy(99)=%v Busy(floor)=%v", m.Busy(MaxPriority), m.Busy(m.RTFloor))
+}
+
+// The paper's RQ1 gives its ten services the criticalities 1..10. With the
+// band for it, each one runs SCHED_FIFO at its own thread priority, in
+// order, and the interfering objects (criticality 0) stay background.
+func TestPaperBandGivesEachServiceCriticalityItsOwnRealTimePriority(t *testing.T) {
+	m := PaperCriticalBand().Mapping()
+	seen := map[int]bool{}
+	prev := 0
+	for c := 1; c <= 10; c++ {
+		p := m.Busy(c)
+		if p.Policy != PolicyFIFO || p.RTPriority <= prev || seen[p.RTPriority] {
+			t.Fatalf("criticality %d runs %v after %d: want SCHED_FIFO above the lower criticalities", c, p, prev)
+		}
+		seen[p.RTPriority], prev = true, p.RTPriority
+	}
+	if lo, hi := m.Busy(1).RTPriority, m.Busy(10).RTPriority; lo != 50 || hi != 93 {
+		t.Fatalf("criticalities 1..10 span SCHED_FIFO %d..%d, want the whole range 50..93", lo, hi)
+	}
+	if bg := m.Busy(0); bg.Policy != PolicyOther {
+		t.Fatalf("criticality 0 runs %v, want SCHED_OTHER", bg)
+	}
+}
+
+// With the paper's band, a criticality-1 service still gets a reserve
+// worker while criticality-0 interference holds every general worker, and
+// its thread runs SCHED_FIFO. Under the fixed cut at 50 it would wait.
+func TestPaperBandLetsLowestServiceCriticalityTakeTheReserve(t *testing.T) {
+	fs := newFakeSched(false)
+	b := newBlocking()
+	cfg := PaperCriticalBand().Apply(PoolConfig{Min: 3, Max: 3, IdleThreshold: 1, Reserve: 1, RealTime: true, Scheduler: fs})
+	if cfg.ReserveFloor != 1 {
+		t.Fatalf("ReserveFloor = %d, want 1", cfg.ReserveFloor)
+	}
+	r := startPool(t, Config[string]{}, b.handle, cfg)
+	for i := range 10 {
+		r.q.AddWithPriority(fmt.Sprint("interference", i), 0)
+	}
+	<-b.started
+	<-b.started
+	r.q.AddWithPriority("service", 1)
+	if got := <-b.started; got != "service" {
+		t.Fatalf("next started item = %q, want the criticality-1 service while interference holds the general workers", got)
+	}
+	if !slices.Contains(fs.all(), (SchedParams{Policy: PolicyFIFO, RTPriority: 50})) {
+		t.Fatalf("thread settings %v: the criticality-1 service never ran SCHED_FIFO 50", fs.all())
+	}
+	close(b.release)
+}
+
+func TestCriticalBandValidation(t *testing.T) {
+	for _, b := range []CriticalBand{
+		{From: 0, To: 10, MinRT: 50, MaxRT: 93},  // background work would be real time
+		{From: 20, To: 10, MinRT: 50, MaxRT: 93}, // ends below its start
+		{From: 1, To: 100, MinRT: 50, MaxRT: 93},
+		{From: 1, To: 10, MinRT: 0, MaxRT: 93},
+		{From: 1, To: 10, MinRT: 60, MaxRT: 50},
+		{From: 1, To: 10, MinRT: 50, MaxRT: 99}, // no room for idle above
+	} {
+		if err := b.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalidConfig", b, err)
+		}
+		if err := b.Apply(PoolConfig{}).Validate(); b.From >= 1 && b.From <= 99 && !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("a pool with band %+v validates: %v", b, err)
+		}
 	}
 }
 

@@ -58,9 +58,9 @@ type Mapping interface {
 
 // LinearMapping is the default Mapping. Items at or above RTFloor run
 // SCHED_FIFO at a real-time priority rising linearly from MinRT (at
-// RTFloor) to MaxRT (at priority 99); idle workers sit at IdleRT above them
-// all. Items below RTFloor run SCHED_OTHER, with nice falling linearly from
-// MaxNice (at priority 0) to 0 (just below RTFloor).
+// RTFloor) to MaxRT (at RTCeiling, and above it); idle workers sit at
+// IdleRT above them all. Items below RTFloor run SCHED_OTHER, with nice
+// falling linearly from MaxNice (at priority 0) to 0 (just below RTFloor).
 //
 // Keeping low-priority work out of SCHED_FIFO is deliberate: a real-time
 // thread spinning on background work would starve every normal thread of
@@ -69,12 +69,16 @@ type Mapping interface {
 type LinearMapping struct {
 	IdleRT, MinRT, MaxRT int
 	RTFloor              int
-	MaxNice              int
+	// RTCeiling is the priority that gets MaxRT; 0 means 99. A narrow band
+	// (the paper's criticalities 1..10) then spreads over the whole
+	// real-time range instead of a tenth of it.
+	RTCeiling int
+	MaxNice   int
 }
 
 // DefaultMapping keeps the reference's band: idle at 94, busy below it.
 func DefaultMapping() LinearMapping {
-	return LinearMapping{IdleRT: 94, MinRT: 50, MaxRT: 93, RTFloor: 50, MaxNice: 10}
+	return DefaultCriticalBand().Mapping()
 }
 
 func (m LinearMapping) Idle() SchedParams {
@@ -84,9 +88,28 @@ func (m LinearMapping) Idle() SchedParams {
 func (m LinearMapping) Busy(priority int) SchedParams {
 	p := clampPriority(priority)
 	if p >= m.RTFloor {
-		return SchedParams{Policy: PolicyFIFO, RTPriority: m.MinRT + lerp(p-m.RTFloor, MaxPriority-m.RTFloor, m.MaxRT-m.MinRT)}
+		top := m.ceiling()
+		return SchedParams{Policy: PolicyFIFO, RTPriority: m.MinRT + lerp(min(p, top)-m.RTFloor, top-m.RTFloor, m.MaxRT-m.MinRT)}
 	}
-	return SchedParams{Policy: PolicyOther, Nice: m.MaxNice - lerp(p, m.RTFloor-1, m.MaxNice)}
+	return SchedParams{Policy: PolicyOther, Nice: m.niceBelowFloor(p)}
+}
+
+func (m LinearMapping) ceiling() int {
+	if m.RTCeiling == 0 {
+		return MaxPriority
+	}
+	return m.RTCeiling
+}
+
+// niceBelowFloor falls from MaxNice at priority 0 to 0 just below RTFloor.
+// With RTFloor 1, priority 0 is the only non-critical level, and it is
+// background work: it gets MaxNice, not the 0 the empty span would give.
+func (m LinearMapping) niceBelowFloor(p int) int {
+	span := m.RTFloor - 1
+	if span <= 0 {
+		return m.MaxNice
+	}
+	return m.MaxNice - lerp(p, span, m.MaxNice)
 }
 
 // lerp scales x in [0, span] onto [0, out], rounding down.
@@ -107,6 +130,8 @@ func (m LinearMapping) validate() error {
 		return fmt.Errorf("%w: idle real-time priority %d must be in %d..99", ErrInvalidConfig, m.IdleRT, m.MaxRT)
 	case m.RTFloor < 1 || m.RTFloor > MaxPriority:
 		return fmt.Errorf("%w: RTFloor %d must be in 1..99", ErrInvalidConfig, m.RTFloor)
+	case m.RTCeiling != 0 && (m.RTCeiling < m.RTFloor || m.RTCeiling > MaxPriority):
+		return fmt.Errorf("%w: RTCeiling %d must be in RTFloor (%d)..99", ErrInvalidConfig, m.RTCeiling, m.RTFloor)
 	case m.MaxNice < 0 || m.MaxNice > 19:
 		return fmt.Errorf("%w: MaxNice %d must be in 0..19", ErrInvalidConfig, m.MaxNice)
 	}
