@@ -126,12 +126,13 @@ func setCondition(st *gantryv1.RTResourceStatus, gen int64, typ string, on bool,
 
 // markProcessing is the "starts processing" status: the new generation is
 // observed and Progressing=True, written before any pod is touched so a
-// client can see that the controller has picked the change up.
-func markProcessing(rt *gantryv1.RTResource, criticality int32, selector string, now time.Time) gantryv1.RTResourceStatus {
-	st := *rt.Status.DeepCopy()
-	st.ObservedGeneration = rt.Generation
-	st.Criticality = criticality
-	st.Selector = selector
+// client can see that the controller has picked the change up. Everything
+// else is recomputed from the cached pods for the new spec, Ready included:
+// a status that claims the new generation must not carry Ready=True from
+// the old one (after a scale-up, Knative would read the revision as
+// healthy before the new pods exist).
+func markProcessing(rt *gantryv1.RTResource, pods []*corev1.Pod, hash, selector string, criticality int32, now time.Time) gantryv1.RTResourceStatus {
+	st := computeStatus(rt, pods, hash, selector, criticality, now).status
 	setCondition(&st, rt.Generation, gantryv1.ConditionProgressing, true, ReasonNewGeneration, ReasonConverged,
 		fmt.Sprintf("processing generation %d", rt.Generation), now)
 	return st

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 )
@@ -61,7 +62,7 @@ func TestMarkProcessingSetsProgressingForNewGeneration(t *testing.T) {
 	rt.Status = computeStatus(rt, nPods("p", "h", 2), "h", "app=svc", 0, t0).status
 	rt.Generation = 2
 	now := t0.Add(time.Hour)
-	st := markProcessing(rt, 5, "app=svc", now)
+	st := markProcessing(rt, nPods("p", "h", 2), "h", "app=svc", 5, now)
 	c := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionProgressing)
 	if st.ObservedGeneration != 2 || c.Status != metav1.ConditionTrue || c.Reason != ReasonNewGeneration || !c.LastTransitionTime.Time.Equal(now) {
 		t.Fatalf("status = %+v, want generation 2 and Progressing=True since %v", st, now)
@@ -79,5 +80,28 @@ func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 	res = computeStatus(rt, pods, "h", "", 0, t0.Add(10*time.Second))
 	if res.status.AvailableReplicas != 1 || res.recheckAfter != 0 {
 		t.Fatalf("got %+v recheck %v, want available 1 and no recheck", res.status, res.recheckAfter)
+	}
+}
+
+// After a scale-up the processing mark claims the new generation, so its
+// Ready must be the new generation's: 2 ready pods of 4 wanted is not
+// ready. The ReplicaSet controller recomputes every condition on each
+// status write; a mark that kept Ready=True from generation 1 told Knative
+// the revision was healthy before its new pods existed.
+func TestProcessingMarkRecomputesReadyForTheNewGeneration(t *testing.T) {
+	rt := testRT(2)
+	pods := nPods("p", "h", 2)
+	rt.Status = computeStatus(rt, pods, "h", "app=svc", 0, t0).status
+	if !meta.IsStatusConditionTrue(rt.Status.Conditions, gantryv1.ConditionReady) {
+		t.Fatal("setup: generation 1 should be ready")
+	}
+	rt.Generation, rt.Spec.Replicas = 2, ptr.To[int32](4)
+	st := markProcessing(rt, pods, "h", "app=svc", 0, t0.Add(time.Minute))
+	ready := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionReady)
+	if ready.Status != metav1.ConditionFalse || ready.ObservedGeneration != 2 {
+		t.Fatalf("Ready after a scale-up mark = %+v, want False for generation 2", ready)
+	}
+	if !meta.IsStatusConditionTrue(st.Conditions, gantryv1.ConditionProgressing) || st.ObservedGeneration != 2 {
+		t.Fatalf("mark = %+v, want Progressing=True at generation 2", st)
 	}
 }

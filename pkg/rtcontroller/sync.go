@@ -68,19 +68,20 @@ func (c *Controller) sync(ctx context.Context, key Key) (string, error) {
 		c.recorder.Event(rt, corev1.EventTypeWarning, EventInvalidSpec, err.Error())
 		return outcomeError, nil // retrying cannot help until the spec changes
 	}
-	if rt.Status.ObservedGeneration != rt.Generation {
-		if rt, err = c.writeStatus(ctx, rt, markProcessing(rt, crit, selector, c.clock.Now())); err != nil {
-			return outcomeError, err
-		}
-	}
-	return c.manageAndReport(ctx, key, rt, crit, hash, selector)
-}
-
-func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.RTResource, crit int32, hash, selector string) (string, error) {
 	pods, err := c.ownedPods(rt)
 	if err != nil {
 		return outcomeError, err
 	}
+	if rt.Status.ObservedGeneration != rt.Generation {
+		mark := markProcessing(rt, pods, hash, selector, crit, c.clock.Now())
+		if rt, err = c.writeStatus(ctx, rt, mark); err != nil {
+			return outcomeError, err
+		}
+	}
+	return c.manageAndReport(ctx, key, rt, pods, crit, hash, selector)
+}
+
+func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.RTResource, pods []*corev1.Pod, crit int32, hash, selector string) (string, error) {
 	if adopted, err := c.adoptOrphans(ctx, rt); adopted || err != nil {
 		// The adopted pods reach the cache, and the next reconcile, through
 		// their update events; planning now would count them as missing.
