@@ -98,8 +98,7 @@ func scale(live []*corev1.Pod, want int) plan {
 }
 
 // rollingUpdate creates new pods within the surge bound and deletes old ones
-// within the unavailability bound. Unavailable old pods serve nobody, so they
-// go first and do not use up the budget.
+// within the unavailability bound.
 func rollingUpdate(rt *gantryv1.RTResource, s podSets, want int, now time.Time) plan {
 	surge, unavailable := rolloutBounds(rt.Spec.Strategy.RollingUpdate, want)
 	live := len(s.current) + len(s.old)
@@ -108,17 +107,41 @@ func rollingUpdate(rt *gantryv1.RTResource, s podSets, want int, now time.Time) 
 		p.delete = mostExpendable(s.current, len(s.current)-want)
 	}
 	minReady := time.Duration(rt.Spec.MinReadySeconds) * time.Second
-	var oldAvailable []*corev1.Pod
+	p.delete = append(p.delete, oldToDelete(s, want-unavailable, minReady, now)...)
+	return p
+}
+
+// oldToDelete picks the old pods a rolling update may delete now, by the
+// Deployment controller's rule (reconcileOldReplicaSets), so that the
+// update never goes below minAvailable:
+//
+//   - nothing, unless live pods exceed minAvailable plus the new pods that
+//     are not yet available (maxScaledDown > 0). Unavailable pods are not
+//     free to delete: most are starting and would be available soon, and
+//     deleting all of them at once leaves the replacements to start from
+//     nothing, far below minAvailable;
+//   - unavailable old pods first, at most maxScaledDown of them, since they
+//     serve nobody and would otherwise block the rollout;
+//   - then available old pods while the available count stays at least
+//     minAvailable.
+func oldToDelete(s podSets, minAvailable int, minReady time.Duration, now time.Time) []*corev1.Pod {
+	availableCurrent := countAvailable(s.current, minReady, now)
+	newUnavailable := len(s.current) - availableCurrent
+	maxScaledDown := len(s.current) + len(s.old) - minAvailable - newUnavailable
+	if maxScaledDown <= 0 {
+		return nil
+	}
+	var available, unavailable []*corev1.Pod
 	for _, pod := range s.old {
 		if isAvailable(pod, minReady, now) {
-			oldAvailable = append(oldAvailable, pod)
+			available = append(available, pod)
 		} else {
-			p.delete = append(p.delete, pod)
+			unavailable = append(unavailable, pod)
 		}
 	}
-	budget := countAvailable(s.current, minReady, now) + len(oldAvailable) - (want - unavailable)
-	p.delete = append(p.delete, mostExpendable(oldAvailable, max(0, min(budget, len(oldAvailable))))...)
-	return p
+	out := mostExpendable(unavailable, min(len(unavailable), maxScaledDown))
+	budget := availableCurrent + len(available) - minAvailable
+	return append(out, mostExpendable(available, max(0, min(budget, len(available))))...)
 }
 
 // rolloutBounds resolves maxSurge (rounded up) and maxUnavailable (rounded

@@ -109,6 +109,27 @@ func TestRollingUpdateDeletesUnavailableOldPodsFirst(t *testing.T) {
 	}
 }
 
+// maxUnavailable bounds every deletion of old pods, unavailable ones too:
+// old pods that are still starting would be available soon, and deleting
+// them all at once leaves their replacements to start from nothing. With 4
+// replicas and maxUnavailable 1 (minAvailable 3), 4 live pods allow one
+// deletion, as the Deployment controller computes it.
+func TestRollingUpdateDeletesUnavailableOldPodsWithinMaxUnavailable(t *testing.T) {
+	rt := testRT(4)
+	rt.Spec.Strategy = gantryv1.Strategy{Type: gantryv1.RollingUpdateStrategy, RollingUpdate: &gantryv1.RollingUpdate{
+		MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1))}}
+	pods := append(nPods("starting", "h1", 3, notReady), testPod("ok", "h1", 9))
+	p := computePlan(rt, pods, "h2", t0)
+	if len(p.delete) != 1 || p.delete[0].Name == "ok" {
+		t.Fatalf("delete = %v, want one of the starting old pods, not all three", names(p.delete))
+	}
+	// A new pod that is not available yet counts against the same bound.
+	pods = append(nPods("starting", "h1", 2, notReady), testPod("ok", "h1", 9), testPod("new", "h2", 10, notReady))
+	if p = computePlan(rt, pods, "h2", t0); len(p.delete) != 0 {
+		t.Fatalf("delete = %v while the new pod is unavailable, want none", names(p.delete))
+	}
+}
+
 func TestRolloutBoundsDefaultsAndProgress(t *testing.T) {
 	cases := []struct {
 		name        string
