@@ -35,6 +35,10 @@ const (
 	// ConditionProgressing is True from the first status write after a new
 	// generation until the pods match the spec.
 	ConditionProgressing = "Progressing"
+	// ConditionReplicaFailure is True while pods cannot be created or
+	// deleted (reason FailedCreate or FailedDelete, the API error as the
+	// message), as on a ReplicaSet; it is removed once they can.
+	ConditionReplicaFailure = "ReplicaFailure"
 )
 
 // StrategyType says how pods are replaced when the template changes.
@@ -145,7 +149,8 @@ type RTResourceStatus struct {
 	// Selector is spec.selector in string form, for the scale subresource.
 	// +optional
 	Selector string `json:"selector,omitempty"`
-	// Conditions are Ready and Progressing.
+	// Conditions are Ready, Progressing and, while pod creates or deletes
+	// fail, ReplicaFailure.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

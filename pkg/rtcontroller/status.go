@@ -18,6 +18,9 @@ const (
 	ReasonConverged        = "Converged"        // Progressing=False: pods match the spec
 	ReasonReplicasReady    = "ReplicasReady"    // Ready=True
 	ReasonReplicasNotReady = "ReplicasNotReady" // Ready=False
+	// ReplicaFailure=True reasons, the ReplicaSet controller's.
+	ReasonFailedCreate = "FailedCreate"
+	ReasonFailedDelete = "FailedDelete"
 )
 
 func isReady(p *corev1.Pod) bool {
@@ -136,4 +139,22 @@ func markProcessing(rt *gantryv1.RTResource, pods []*corev1.Pod, hash, selector 
 	setCondition(&st, rt.Generation, gantryv1.ConditionProgressing, true, ReasonNewGeneration, ReasonConverged,
 		fmt.Sprintf("processing generation %d", rt.Generation), now)
 	return st
+}
+
+// setReplicaFailure keeps the ReplicaSet controller's ReplicaFailure
+// condition: True, with the API error, while a reconcile's creates (or,
+// failing that, deletes) fail, so a user sees in the status why replicas
+// are missing instead of searching Events; removed once a reconcile
+// manages the pods without an error. Creates win because a missing replica
+// is what the user notices. Reconciles that only wait for the cache leave
+// it as it is, so it does not flap while a failing create is retried.
+func setReplicaFailure(st *gantryv1.RTResourceStatus, gen int64, createErr, deleteErr error, now time.Time) {
+	switch {
+	case createErr != nil:
+		setCondition(st, gen, gantryv1.ConditionReplicaFailure, true, ReasonFailedCreate, "", createErr.Error(), now)
+	case deleteErr != nil:
+		setCondition(st, gen, gantryv1.ConditionReplicaFailure, true, ReasonFailedDelete, "", deleteErr.Error(), now)
+	default:
+		meta.RemoveStatusCondition(&st.Conditions, gantryv1.ConditionReplicaFailure)
+	}
 }

@@ -1,6 +1,7 @@
 package rtcontroller
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -103,5 +104,31 @@ func TestProcessingMarkRecomputesReadyForTheNewGeneration(t *testing.T) {
 	}
 	if !meta.IsStatusConditionTrue(st.Conditions, gantryv1.ConditionProgressing) || st.ObservedGeneration != 2 {
 		t.Fatalf("mark = %+v, want Progressing=True at generation 2", st)
+	}
+}
+
+// ReplicaFailure says in the status why replicas are missing, as on a
+// ReplicaSet: True with the create error while creates fail (they win over
+// deletes), its transition time kept across retries, and removed once a
+// reconcile manages the pods without an error.
+func TestReplicaFailureConditionFollowsPodOperationErrors(t *testing.T) {
+	var st gantryv1.RTResourceStatus
+	quota := errors.New(`pods "svc-x" is forbidden: exceeded quota`)
+	setReplicaFailure(&st, 1, quota, errors.New("delete failed"), t0)
+	c := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionReplicaFailure)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonFailedCreate || c.Message != quota.Error() {
+		t.Fatalf("after a failed create: %+v, want True/FailedCreate with the API error", c)
+	}
+	setReplicaFailure(&st, 1, quota, nil, t0.Add(time.Minute))
+	if c := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionReplicaFailure); !c.LastTransitionTime.Time.Equal(t0) {
+		t.Fatalf("a retry that fails again moved the transition time to %v", c.LastTransitionTime)
+	}
+	setReplicaFailure(&st, 1, nil, errors.New("delete failed"), t0)
+	if c := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionReplicaFailure); c.Reason != ReasonFailedDelete {
+		t.Fatalf("after a failed delete alone: reason %q, want FailedDelete", c.Reason)
+	}
+	setReplicaFailure(&st, 1, nil, nil, t0)
+	if c := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionReplicaFailure); c != nil {
+		t.Fatalf("after a clean reconcile: %+v, want the condition removed", c)
 	}
 }

@@ -88,12 +88,13 @@ func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.
 		return outcomeRequeue, err
 	}
 	outcome := outcomeWaiting
-	var manageErr error
-	if c.expect.satisfied(ownerOf(rt)) {
-		outcome = outcomeSuccess
-		manageErr = c.apply(ctx, rt, computePlan(rt, pods, hash, c.clock.Now()), hash)
-	}
+	managed, createErr, deleteErr := c.manage(ctx, rt, pods, hash)
+	manageErr := errors.Join(deleteErr, createErr)
 	res := computeStatus(rt, pods, hash, selector, crit, c.clock.Now())
+	if managed {
+		outcome = outcomeSuccess
+		setReplicaFailure(&res.status, rt.Generation, createErr, deleteErr, c.clock.Now())
+	}
 	if _, err := c.writeStatus(ctx, rt, res.status); err != nil {
 		return outcomeError, errors.Join(manageErr, err)
 	}
@@ -105,6 +106,17 @@ func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.
 		outcome = outcomeRequeue
 	}
 	return outcome, nil
+}
+
+// manage plans and applies creates and deletes, unless the expectations
+// say the cache has not yet seen the previous ones; managed reports whether
+// it ran.
+func (c *Controller) manage(ctx context.Context, rt *gantryv1.RTResource, pods []*corev1.Pod, hash string) (managed bool, createErr, deleteErr error) {
+	if !c.expect.satisfied(ownerOf(rt)) {
+		return false, nil, nil
+	}
+	createErr, deleteErr = c.apply(ctx, rt, computePlan(rt, pods, hash, c.clock.Now()), hash)
+	return true, createErr, deleteErr
 }
 
 // adoptOrphans adopts the cached orphans of rt, reporting whether there were
@@ -161,19 +173,21 @@ func (c *Controller) writeStatus(ctx context.Context, rt *gantryv1.RTResource, s
 }
 
 // apply issues a plan's deletes and creates after recording them as
-// expectations, so the next reconcile waits for the cache to see them.
-func (c *Controller) apply(ctx context.Context, rt *gantryv1.RTResource, p plan, hash string) error {
+// expectations, so the next reconcile waits for the cache to see them. The
+// errors come apart so the status can say which operation failed.
+func (c *Controller) apply(ctx context.Context, rt *gantryv1.RTResource, p plan, hash string) (createErr, deleteErr error) {
 	dels := p.delete[:min(len(p.delete), burstReplicas)]
 	adds := min(p.create, burstReplicas)
 	if adds == 0 && len(dels) == 0 {
-		return nil
+		return nil, nil
 	}
 	uids := make([]types.UID, len(dels))
 	for i, d := range dels {
 		uids[i] = d.UID
 	}
 	c.expect.expect(ownerOf(rt), adds, uids)
-	return errors.Join(c.deletePods(ctx, rt, dels), c.createPods(ctx, rt, adds, hash))
+	deleteErr = c.deletePods(ctx, rt, dels)
+	return c.createPods(ctx, rt, adds, hash), deleteErr
 }
 
 // createPods creates n pods in slow-start batches (1, 2, 4, ...): a template

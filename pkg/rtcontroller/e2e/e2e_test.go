@@ -10,6 +10,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -58,8 +59,9 @@ func TestCreateReachesRunningAndReady(t *testing.T) {
 }
 
 // A pod the apiserver rejects surfaces as a Warning Event on the owner, and
-// the object reports that it is not ready, instead of crashing or going quiet.
-func TestRejectedPodCreateIsReportedAsEvent(t *testing.T) {
+// the object reports that it is not ready and why (ReplicaFailure), instead
+// of crashing or going quiet.
+func TestRejectedPodCreateIsReportedAsEventAndReplicaFailure(t *testing.T) {
 	e := setup(t)
 	e.startController(t, ctrlOpts{})
 	rt := e.newRT("broken", 1, 10)
@@ -80,6 +82,16 @@ func TestRejectedPodCreateIsReportedAsEvent(t *testing.T) {
 	if got := e.get(t, "broken"); conditionTrue(got, gantryv1.ConditionReady) {
 		t.Fatalf("status %+v: Ready with no pod", got.Status)
 	}
+	// The status says why, as a ReplicaSet's does.
+	e.eventually(t, "ReplicaFailure=True (FailedCreate) in the status", func(ctx context.Context) (bool, error) {
+		got, err := e.rts.Namespace(e.ns).Get(ctx, "broken", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, gantryv1.ConditionReplicaFailure)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == rtcontroller.ReasonFailedCreate &&
+			strings.Contains(c.Message, "Not_A_DNS_Label"), nil
+	})
 }
 
 func (e *env) scaleTo(t *testing.T, name string, n int32) *autoscalingv1.Scale {
