@@ -3,15 +3,20 @@ GO ?= go
 GANTRY_CACHE ?= $(HOME)/.cache/gantry
 export GANTRY_CACHE
 
-.PHONY: all build run test test-short controlplane vet fmt-check generate manifests render deploy bench bench-queue bench-sim
+.PHONY: all build run paper test test-short controlplane vet fmt-check generate manifests render deploy bench bench-queue bench-sim
 
 all: build
 
 build:
 	$(GO) build -o bin/gantry ./cmd/gantry
 
-# Gantry's main job on one machine: the Cypress paper matrix in the simulator.
+# Gantry's main job on one machine: serve the example functions on the
+# local process runtime, drive an app with load, and report (out/up/).
 run: build
+	./bin/gantry up --out out/up
+
+# The Cypress paper matrix in the simulator (out/paper/).
+paper: build
 	./bin/gantry sim --experiment paper --out out/paper
 
 # Builds the pinned etcd, kube-apiserver, kube-controller-manager, kube-scheduler
