@@ -38,13 +38,10 @@ type fnRuntime struct {
 	f        workload.Function
 	slo      int64
 	deadline int64 // cumulative SLO up to and including this function
-	queue    runQueue
-	// late holds, in arrival order, requests the LeastSlack order found
-	// unable to meet their deadline; they run when queue is empty.
-	late runQueue
-	idle idlePool
-	lat  latency
-	m    fnMetrics
+	queue    *policy.RunQueue[int32]
+	idle     idlePool
+	lat      latency
+	m        fnMetrics
 }
 
 type engine struct {
@@ -74,7 +71,7 @@ type engine struct {
 	app        latency
 
 	views   []policy.View
-	scratch []waiting
+	scratch []policy.Queued[int32]
 	decs    []policy.Decision
 	err     error
 }
@@ -93,7 +90,8 @@ func newEngine(cfg Config, pol policy.Policy) *engine {
 	for i, f := range cfg.App.Chain {
 		cum += int64(slos[i])
 		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: cum, lat: newLatency(slos[i]),
-			idle: newIdlePool(cfg.Nodes)})
+			queue: policy.NewRunQueue[int32](e.order, policy.RoundLen(cfg.Tick, slos[i])),
+			idle:  newIdlePool(cfg.Nodes)})
 	}
 	e.views = make([]policy.View, len(e.fns))
 	e.decs = make([]policy.Decision, len(e.fns))
@@ -213,11 +211,11 @@ func (e *engine) enqueue(fn int32, r int32) {
 		req.pred = int64(e.pol.Estimate(int(fn), req.size))
 	}
 	switch {
-	case rt.queued() == 0 && rt.idle.len() > 0:
+	case rt.queue.Len() == 0 && rt.idle.len() > 0:
 		e.start(rt.idle.popLowest(), r)
 	case e.dedicated && e.bindNew(fn, r):
 	default:
-		rt.queue.push(e.key(rt, req), r)
+		rt.queue.Push(e.entry(rt, req), r)
 	}
 	c := e.counts(fn)
 	if add := e.pol.Arrive(e.policyTime(e.now), int(fn), req.size, c); add > 0 {
@@ -225,68 +223,16 @@ func (e *engine) enqueue(fn int32, r int32) {
 	}
 }
 
-func (rt *fnRuntime) queued() int { return rt.queue.len() + rt.late.len() }
-
-// next picks the request a free container runs. Under LeastSlack a request
-// that can no longer meet its deadline is set aside behind every request
-// that still can: serving the already-late first under overload would make
-// every request behind them late too.
-func (e *engine) next(rt *fnRuntime) (int32, bool) {
-	for rt.queue.len() > 0 {
-		r := rt.queue.pop()
-		req := &e.reqs[r]
-		if e.order == policy.LeastSlack && e.now+req.pred > req.arrival+rt.deadline {
-			rt.late.push(req.enq, r)
-			continue
-		}
-		return r, true
-	}
-	if rt.late.len() > 0 {
-		return rt.late.pop(), true
-	}
-	return 0, false
-}
-
-func (e *engine) key(rt *fnRuntime, req *request) int64 {
-	switch e.order {
-	case policy.HeaviestFirst:
-		return e.roundKey(rt, req)
-	case policy.LeastSlack:
-		return req.arrival + rt.deadline - req.pred
-	}
-	return req.enq
-}
-
-// roundSpan bounds the predicted execution times a round key orders; a
-// longer prediction sorts as if it were this long. It is far above any
-// SLO the workloads have and leaves 2^23 rounds in an int64.
-const roundSpan = int64(1) << 40
-
-// roundKey is IS Reordering as Cypress's Reactive Scaler applies it: each
-// pass sorts the requests that arrived since the previous pass heaviest
-// first and queues them behind those it already ordered. A heavy request
-// therefore overtakes the light requests of its own round but never those
-// of an earlier round; one heap keyed on execution time alone would let a
-// steady stream of heavy arrivals starve the light requests, which
-// first-fit decreasing over a queue snapshot never does. See roundLen for
-// how often the Reactive Scaler passes.
-func (e *engine) roundKey(rt *fnRuntime, req *request) int64 {
-	round := req.enq / rt.roundLen(e.cfg.Tick)
-	return round*roundSpan - min(req.pred, roundSpan-1)
-}
-
-// roundLen is the time between two reordering passes at a function: every
-// tick, and at least twice per function SLO. A scaler that passed less
-// often could not see a request before its deadline had gone, and a round
-// longer than the SLO lets a heavy request overtake light ones that have
-// already spent their slack.
-func (rt *fnRuntime) roundLen(tick time.Duration) int64 {
-	return max(1, min(int64(tick), rt.slo/2))
+// entry is what the run order needs of a request queued at rt. The
+// deadline is absolute: the app arrival plus the SLO of every function up
+// to this one, so time lost upstream eats into the slack here.
+func (e *engine) entry(rt *fnRuntime, req *request) policy.Entry {
+	return policy.Entry{Enq: req.enq, Deadline: req.arrival + rt.deadline, Pred: req.pred}
 }
 
 func (e *engine) counts(fn int32) policy.Counts {
 	rt := &e.fns[fn]
-	return policy.Counts{Live: rt.m.live, Starting: rt.m.starting, Idle: rt.idle.len(), Queued: rt.queued()}
+	return policy.Counts{Live: rt.m.live, Starting: rt.m.starting, Idle: rt.idle.len(), Queued: rt.queue.Len()}
 }
 
 // start runs request r on container id.
@@ -334,7 +280,7 @@ func (e *engine) onDone(id int32) {
 func (e *engine) free(id int32) {
 	c := &e.ctrs[id]
 	rt := &e.fns[c.fn]
-	if r, ok := e.next(rt); ok {
+	if r, _, ok := rt.queue.Pop(e.now); ok {
 		e.start(id, r)
 		return
 	}

@@ -36,19 +36,19 @@ func TestLeastSlackServesRequestsThatCanStillMeetTheirDeadlineFirst(t *testing.T
 	add := func(arrival int64) int32 {
 		r := e.newRequest()
 		e.reqs[r].arrival, e.reqs[r].enq, e.reqs[r].pred = arrival, arrival, int64(100*time.Millisecond)
-		rt.queue.push(e.key(rt, &e.reqs[r]), r)
+		rt.queue.Push(e.entry(rt, &e.reqs[r]), r)
 		return r
 	}
 	e.now = int64(2 * time.Second)
 	late := add(0)                                // deadline 1 s: already missed
 	onTime := add(int64(1500 * time.Millisecond)) // deadline 2.5 s: still reachable
-	if r, _ := e.next(rt); r != onTime {
+	if r, _, _ := rt.queue.Pop(e.now); r != onTime {
 		t.Fatalf("ran request %d first, want the one that can still meet its deadline (%d)", r, onTime)
 	}
-	if r, _ := e.next(rt); r != late {
+	if r, _, _ := rt.queue.Pop(e.now); r != late {
 		t.Fatalf("then ran %d, want the late one %d", r, late)
 	}
-	if _, ok := e.next(rt); ok {
+	if _, _, ok := rt.queue.Pop(e.now); ok {
 		t.Fatal("queue should be empty")
 	}
 }
@@ -118,29 +118,16 @@ func TestISReorderingRunsHeaviestFirstWithinARoundWithoutStarvingEarlierRounds(t
 	add := func(enq int64, pred time.Duration) int32 {
 		r := e.newRequest()
 		e.reqs[r].arrival, e.reqs[r].enq, e.reqs[r].pred = enq, enq, int64(pred)
-		rt.queue.push(e.key(rt, &e.reqs[r]), r)
+		rt.queue.Push(e.entry(rt, &e.reqs[r]), r)
 		return r
 	}
-	round := rt.roundLen(cfg.Tick) // 500 ms: the tick, within half the 1 s SLO
+	round := int64(policy.RoundLen(cfg.Tick, time.Duration(rt.slo))) // 500 ms: the tick, within half the 1 s SLO
 	light := add(0, 10*time.Millisecond)
 	heavy := add(round/2, 300*time.Millisecond) // same round, arrived later
 	laterHeavy := add(round+1, 900*time.Millisecond)
 	for i, want := range []int32{heavy, light, laterHeavy} {
-		if r, _ := e.next(rt); r != want {
+		if r, _, _ := rt.queue.Pop(e.now); r != want {
 			t.Fatalf("position %d ran request %d, want %d", i, r, want)
 		}
-	}
-}
-
-// The Reactive Scaler reorders at least twice per function SLO, so a stage
-// with a short SLO gets short rounds.
-func TestReorderingRoundsFitTwiceInTheFunctionSLO(t *testing.T) {
-	rt := fnRuntime{slo: int64(300 * time.Millisecond)}
-	if got := rt.roundLen(500 * time.Millisecond); got != int64(150*time.Millisecond) {
-		t.Errorf("round %v for a 300 ms SLO, want 150ms", time.Duration(got))
-	}
-	rt.slo = int64(4 * time.Second)
-	if got := rt.roundLen(500 * time.Millisecond); got != int64(500*time.Millisecond) {
-		t.Errorf("round %v for a 4 s SLO, want the 500 ms tick", time.Duration(got))
 	}
 }

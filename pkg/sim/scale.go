@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
@@ -146,7 +145,7 @@ func (e *engine) reclaimIdle(fn int32) {
 // stranded, so every request completes.
 func (e *engine) ensureProgress(fn int32) {
 	rt := &e.fns[fn]
-	if rt.queued() > 0 && rt.m.live == 0 {
+	if rt.queue.Len() > 0 && rt.m.live == 0 {
 		e.spawn(fn, 1)
 	}
 }
@@ -157,7 +156,10 @@ func (e *engine) fillViews() {
 		v := &e.views[fn]
 		rt := &e.fns[fn]
 		v.Counts = e.counts(int32(fn))
-		v.MaxWait = e.maxWait(rt)
+		v.MaxWait = 0
+		if oldest, ok := rt.queue.OldestEnq(); ok {
+			v.MaxWait = time.Duration(e.now - oldest)
+		}
 		v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
 		if e.detail {
 			e.detailView(int32(fn), v)
@@ -165,39 +167,11 @@ func (e *engine) fillViews() {
 	}
 }
 
-func (e *engine) maxWait(rt *fnRuntime) time.Duration {
-	if rt.queued() == 0 {
-		return 0
-	}
-	oldest := e.now
-	if rt.late.len() > 0 {
-		oldest = e.reqs[rt.late.w[0].req].enq // late is FIFO: its head is its oldest
-	}
-	if e.order == policy.FIFO && rt.queue.len() > 0 {
-		return time.Duration(e.now - min(oldest, e.reqs[rt.queue.w[0].req].enq))
-	}
-	for _, w := range rt.queue.w {
-		oldest = min(oldest, e.reqs[w.req].enq)
-	}
-	return time.Duration(e.now - oldest)
-}
-
 func (e *engine) detailView(fn int32, v *policy.View) {
 	rt := &e.fns[fn]
-	// Run order: the heap's sorted order, then the late requests.
-	e.scratch = append(e.scratch[:0], rt.queue.w...)
-	slices.SortFunc(e.scratch, func(a, b waiting) int {
-		if a.key != b.key {
-			return cmpInt(a.key, b.key)
-		}
-		return cmpInt(int64(a.seq), int64(b.seq))
-	})
-	n := len(e.scratch)
-	e.scratch = append(e.scratch, rt.late.w...)
-	slices.SortFunc(e.scratch[n:], func(a, b waiting) int { return cmpInt(int64(a.seq), int64(b.seq)) })
-	for _, w := range e.scratch {
-		r := &e.reqs[w.req]
-		v.Queue = append(v.Queue, policy.Item{Size: r.size, Exec: time.Duration(r.pred), Waited: time.Duration(e.now - r.enq)})
+	e.scratch = rt.queue.Ordered(e.scratch[:0])
+	for _, q := range e.scratch {
+		v.Queue = append(v.Queue, policy.Item{Size: e.reqs[q.Value].size, Exec: time.Duration(q.Pred), Waited: time.Duration(e.now - q.Enq)})
 	}
 	for i := range e.ctrs {
 		c := &e.ctrs[i]
@@ -220,16 +194,6 @@ func (e *engine) freeIn(c *container) time.Duration {
 		return time.Duration(c.readyAt - e.now)
 	case csBusy:
 		return time.Duration(max(0, c.startAt+e.reqs[c.req].pred-e.now))
-	}
-	return 0
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
 	return 0
 }

@@ -1,0 +1,267 @@
+package policy
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// Entry is what the run order knows of one queued request. Times are
+// nanoseconds on the driver's clock (virtual for the simulator, time since
+// start for the gateway).
+type Entry struct {
+	Enq      int64 // when it entered this function's queue
+	Deadline int64 // absolute time by which it must finish at this function
+	Pred     int64 // predicted execution time (policy.Estimate), 0 when the order does not need it
+}
+
+// Queued is one queued request as Ordered lists it.
+type Queued[T any] struct {
+	Entry
+	Value T
+}
+
+// RunQueue is one function's queue of waiting requests in the policy's run
+// order. The simulator and the live gateway both order their queues with it,
+// so a policy evaluated in simulation runs requests in the same order live.
+//
+// Every order is a min-heap by (key, push sequence) with a different key;
+// the sequence makes the order total, so equal keys pop in push order and a
+// run is deterministic. LeastSlack adds a second heap for the requests it
+// set aside. A RunQueue is not safe for concurrent use.
+type RunQueue[T any] struct {
+	order Order
+	round int64 // HeaviestFirst's round length, ns; at least 1
+	main  runHeap[T]
+	// late holds the requests LeastSlack found unable to meet their
+	// deadline, keyed by Enq; they run only when main is empty.
+	late runHeap[T]
+	// scratch is Ordered's sorting buffer, kept so that the planning tick
+	// of a driver does not allocate.
+	scratch []slot[T]
+}
+
+// NewRunQueue returns an empty queue for order. round is IS Reordering's
+// round length (see RoundLen); it is ignored by the other orders.
+func NewRunQueue[T any](order Order, round time.Duration) *RunQueue[T] {
+	// A round below 1 ns would divide by zero; RoundLen never returns one.
+	return &RunQueue[T]{order: order, round: max(1, int64(round))}
+}
+
+// RoundLen is the time between two reordering passes at a function whose
+// SLO is slo, for a driver that plans every tick: every tick, and at least
+// twice per function SLO. A scaler that passed less often could not see a
+// request before its deadline had gone, and a round longer than the SLO
+// lets a heavy request overtake light ones that have already spent their
+// slack.
+func RoundLen(tick, slo time.Duration) time.Duration {
+	return max(1, min(tick, slo/2))
+}
+
+// roundSpan bounds the predicted execution times a round key orders; a
+// longer prediction sorts as if it were this long. It is far above any SLO
+// and leaves 2^23 rounds of any length in an int64.
+const roundSpan = int64(1) << 40
+
+// key is where e sorts in the main heap; smaller runs first.
+func (q *RunQueue[T]) key(e Entry) int64 {
+	switch q.order {
+	case HeaviestFirst:
+		return roundKey(e, q.round)
+	case LeastSlack:
+		return e.Deadline - e.Pred
+	}
+	return e.Enq
+}
+
+// roundKey is IS Reordering as Cypress's Reactive Scaler applies it: each
+// pass sorts the requests that arrived since the previous pass heaviest
+// first and queues them behind those it already ordered. A heavy request
+// therefore overtakes the light requests of its own round but never those
+// of an earlier round; one heap keyed on execution time alone would let a
+// steady stream of heavy arrivals starve the light requests, which
+// first-fit decreasing over a queue snapshot never does.
+func roundKey(e Entry, round int64) int64 {
+	return e.Enq/round*roundSpan - min(e.Pred, roundSpan-1)
+}
+
+// Push queues v.
+func (q *RunQueue[T]) Push(e Entry, v T) { q.main.push(q.key(e), e, v) }
+
+// Pop removes and returns the request a free instance should run at time
+// now. Under LeastSlack a request that can no longer meet its deadline is
+// set aside behind every request that still can, to run in order of Enq
+// once nothing else waits: serving the already-late first under overload
+// would make every request behind them late too.
+func (q *RunQueue[T]) Pop(now int64) (v T, e Entry, ok bool) {
+	for len(q.main.s) > 0 {
+		s := q.main.pop()
+		if q.order == LeastSlack && now+s.Pred > s.Deadline {
+			q.late.push(s.Enq, s.Entry, s.v)
+			continue
+		}
+		return s.v, s.Entry, true
+	}
+	if len(q.late.s) > 0 {
+		s := q.late.pop()
+		return s.v, s.Entry, true
+	}
+	return v, e, false
+}
+
+// Len is the number of queued requests, set-aside ones included.
+func (q *RunQueue[T]) Len() int { return len(q.main.s) + len(q.late.s) }
+
+// OldestEnq is the smallest Enq of any queued request (for View.MaxWait),
+// and false when the queue is empty.
+func (q *RunQueue[T]) OldestEnq() (int64, bool) {
+	if q.Len() == 0 {
+		return 0, false
+	}
+	oldest := int64(math.MaxInt64)
+	if len(q.late.s) > 0 {
+		oldest = q.late.s[0].Enq // keyed by Enq: its head is its oldest
+	}
+	if q.order == FIFO {
+		if len(q.main.s) > 0 {
+			oldest = min(oldest, q.main.s[0].Enq)
+		}
+		return oldest, true
+	}
+	for i := range q.main.s {
+		oldest = min(oldest, q.main.s[i].Enq)
+	}
+	return oldest, true
+}
+
+// Ordered appends the queued requests to dst in run order and returns it:
+// the main queue in the order Pop takes it, then the set-aside requests in
+// the order they were set aside. That last order is the simulator's
+// (policies were measured with it); it can differ from the order of Enq in
+// which Pop runs them.
+func (q *RunQueue[T]) Ordered(dst []Queued[T]) []Queued[T] {
+	q.scratch = append(q.scratch[:0], q.main.s...)
+	slices.SortFunc(q.scratch, cmpSlot[T])
+	dst = appendQueued(dst, q.scratch)
+	q.scratch = append(q.scratch[:0], q.late.s...)
+	slices.SortFunc(q.scratch, cmpSeq[T])
+	dst = appendQueued(dst, q.scratch)
+	clear(q.scratch) // let a pointer T be collected once it leaves the queue
+	return dst
+}
+
+func appendQueued[T any](dst []Queued[T], s []slot[T]) []Queued[T] {
+	for i := range s {
+		dst = append(dst, Queued[T]{Entry: s[i].Entry, Value: s[i].v})
+	}
+	return dst
+}
+
+func cmpSlot[T any](a, b slot[T]) int {
+	if c := cmp.Compare(a.key, b.key); c != 0 {
+		return c
+	}
+	return cmpSeq(a, b)
+}
+
+func cmpSeq[T any](a, b slot[T]) int { return cmp.Compare(a.seq, b.seq) }
+
+// RemoveFunc removes every queued request for which drop returns true and
+// returns how many. It calls drop once per queued request and costs O(n);
+// the gateway uses it when a client cancels.
+func (q *RunQueue[T]) RemoveFunc(drop func(T) bool) int {
+	return q.main.removeFunc(drop) + q.late.removeFunc(drop)
+}
+
+// slot is one queued request inside a heap.
+type slot[T any] struct {
+	key int64
+	seq uint64 // push order into this heap; unique, so the order is total
+	Entry
+	v T
+}
+
+func (a *slot[T]) before(b *slot[T]) bool {
+	return a.key < b.key || (a.key == b.key && a.seq < b.seq)
+}
+
+// runHeap is a binary min-heap of slots by (key, seq). Sifts move a hole
+// rather than swapping, which halves the copies of the wide slots.
+type runHeap[T any] struct {
+	s   []slot[T]
+	seq uint64
+}
+
+func (h *runHeap[T]) push(key int64, e Entry, v T) {
+	h.seq++
+	x := slot[T]{key: key, seq: h.seq, Entry: e, v: v}
+	h.s = append(h.s, x)
+	h.up(len(h.s)-1, x)
+}
+
+func (h *runHeap[T]) pop() slot[T] {
+	top := h.s[0]
+	last := len(h.s) - 1
+	x := h.s[last]
+	h.s[last] = slot[T]{} // let a pointer T be collected
+	h.s = h.s[:last]
+	if last > 0 {
+		h.down(0, x)
+	}
+	return top
+}
+
+// up places x, whose place is the hole at i, towards the root.
+func (h *runHeap[T]) up(i int, x slot[T]) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !x.before(&h.s[p]) {
+			break
+		}
+		h.s[i] = h.s[p]
+		i = p
+	}
+	h.s[i] = x
+}
+
+// down places x, whose place is the hole at i, towards the leaves.
+func (h *runHeap[T]) down(i int, x slot[T]) {
+	n := len(h.s)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h.s[r].before(&h.s[c]) {
+			c = r
+		}
+		if !h.s[c].before(&x) {
+			break
+		}
+		h.s[i] = h.s[c]
+		i = c
+	}
+	h.s[i] = x
+}
+
+func (h *runHeap[T]) removeFunc(drop func(T) bool) int {
+	kept := h.s[:0]
+	for _, s := range h.s {
+		if !drop(s.v) {
+			kept = append(kept, s)
+		}
+	}
+	n := len(h.s) - len(kept)
+	if n == 0 {
+		return 0
+	}
+	clear(h.s[len(kept):])
+	h.s = kept
+	// Pop order depends only on the (key, seq) total order, not on the
+	// heap's layout, so rebuilding the heap changes no run order.
+	for i := len(h.s)/2 - 1; i >= 0; i-- {
+		h.down(i, h.s[i])
+	}
+	return n
+}
