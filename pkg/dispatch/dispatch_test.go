@@ -342,3 +342,14 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestCapacityBoundsOneLargeScaleUp(t *testing.T) {
+	be := newFake(false)
+	d := newTestDispatcher(t, Config{Capacity: 3}, be, decl("f", 0))
+	if err := d.Scale("f", 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := be.started("f"); got != 3 || d.Live() != 3 {
+		t.Fatalf("started %d, live %d; want 3 with capacity 3", got, d.Live())
+	}
+}

@@ -71,15 +71,15 @@ func (d *Dispatcher) lockedScaleUp(fn *function, n int, now time.Time) {
 	d.lockedStart(fn, start, now)
 }
 
+// lockedStart asks the backend for n instances whose capacity is already
+// reserved.
 func (d *Dispatcher) lockedStart(fn *function, n int, now time.Time) {
 	if n <= 0 {
 		return
 	}
-	d.lockedAdvance(now)
 	for range n {
 		fn.startingAt = append(fn.startingAt, now)
 	}
-	d.live += n
 	fn.stats.Spawned += int64(n)
 	d.be.Start(fn.decl.Name, n)
 }
@@ -91,16 +91,24 @@ func (d *Dispatcher) lockedStart(fn *function, n int, now time.Time) {
 // frees goes to the most critical function waiting (lockedGrant).
 func (d *Dispatcher) lockedTakeCapacity(fn *function, now time.Time) bool {
 	if d.cfg.Capacity == 0 || d.live < d.cfg.Capacity {
+		d.lockedReserve(now)
 		return true
 	}
 	if victim := d.lockedVictim(fn, true); victim != nil {
 		d.lockedStop(victim, now)
+		d.lockedReserve(now)
 		return true
 	}
 	if victim := d.lockedVictim(fn, false); victim != nil {
 		d.lockedDrain(victim)
 	}
 	return false
+}
+
+// lockedReserve counts one more live instance against the capacity.
+func (d *Dispatcher) lockedReserve(now time.Time) {
+	d.lockedAdvance(now)
+	d.live++
 }
 
 // lockedVictim finds the instance of the least critical function below
@@ -139,6 +147,7 @@ func (d *Dispatcher) lockedGrant(now time.Time) {
 			return
 		}
 		best.want--
+		d.lockedReserve(now)
 		d.lockedStart(best, 1, now)
 	}
 }

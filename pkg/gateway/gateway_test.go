@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -96,7 +97,13 @@ func TestQueuePastItsBoundAnswers429WithRetryAfter(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code, _, h := do(t, "POST", srv.URL()+"/function/slow", "x", nil)
+			resp, err := http.Post(srv.URL()+"/function/slow", "text/plain", strings.NewReader("x"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			code, h := resp.StatusCode, resp.Header
 			codes <- code
 			if code == 429 {
 				retry <- h.Get("Retry-After")
@@ -147,7 +154,11 @@ func TestClientDisconnectCancelsTheQueuedRequest(t *testing.T) {
 	f := instanceFunction(t, "slow", "slow")
 	f.MaxScale = 1
 	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{f}}, nil)
-	go do(t, "POST", srv.URL()+"/function/slow", "busy", nil)
+	go func() {
+		if resp, err := http.Post(srv.URL()+"/function/slow", "text/plain", strings.NewReader("busy")); err == nil {
+			resp.Body.Close()
+		}
+	}()
 	waitUntil(t, "first request running", func() bool { st, _ := srv.D.Function("slow"); return st.Running == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -168,8 +179,13 @@ func TestShutdownDrainsRequestsInFlight(t *testing.T) {
 	}
 	got := make(chan int, 1)
 	go func() {
-		code, _, _ := do(t, "POST", srv.URL()+"/function/slow", "x", nil)
-		got <- code
+		resp, err := http.Post(srv.URL()+"/function/slow", "text/plain", strings.NewReader("x"))
+		if err != nil {
+			got <- 0
+			return
+		}
+		resp.Body.Close()
+		got <- resp.StatusCode
 	}()
 	waitUntil(t, "request running", func() bool { st, _ := srv.D.Function("slow"); return st.Running == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -238,8 +254,13 @@ func TestManyConcurrentClientsAllServed(t *testing.T) {
 			defer wg.Done()
 			for i := range 25 {
 				want := strings.Repeat("a", 1+w+i)
-				code, body, _ := do(t, "POST", srv.URL()+"/function/echo", want, nil)
-				if code != 200 || body != want {
+				resp, err := http.Post(srv.URL()+"/function/echo", "text/plain", strings.NewReader(want))
+				var body []byte
+				if err == nil {
+					body, _ = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				if err != nil || resp.StatusCode != 200 || string(body) != want {
 					mu.Lock()
 					bad++
 					mu.Unlock()
