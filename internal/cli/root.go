@@ -43,6 +43,8 @@ func newRootCmd() *cobra.Command {
 		newControllerCmd(),
 		newLoadCmd(),
 		newFnCmd(),
+		newServeCmd(),
+		newUpCmd(),
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	wrapArgErrors(root)
