@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestServeAndUpFlagErrorsAreUsageErrors(t *testing.T) {
+	cases := map[string][]string{
+		"serve unknown policy":   {"serve", "--policy=magic"},
+		"serve negative cap":     {"serve", "--capacity=-1"},
+		"serve tick too short":   {"serve", "--tick=1ms"},
+		"serve window too short": {"serve", "--window=10ms"},
+		"serve huge body":        {"serve", "--max-body=9999999999999"},
+		"serve zero drain":       {"serve", "--drain-timeout=0s"},
+		"serve negative delay":   {"serve", "--start-delay=-1s"},
+		"up unknown policy":      {"up", "--policy=magic"},
+		"up unknown app":         {"up", "--app=nope"},
+		"up unknown trace":       {"up", "--trace=nope"},
+		"up unknown dist":        {"up", "--dist=nope"},
+		"up rate too high":       {"up", "--rate=1e9"},
+		"up rate zero":           {"up", "--rate=0"},
+		"up duration too long":   {"up", "--duration=100000h"},
+		"up negative capacity":   {"up", "--capacity=-3"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := newRootCmd()
+			root.SetArgs(args)
+			err := root.Execute()
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("err = %v, want a usage error (exit 2)", err)
+			}
+		})
+	}
+}
+
+func TestServeRefusesAMalformedStackNamingFileAndLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stack.yml")
+	if err := os.WriteFile(path, []byte("functions:\n  f:\n    fprocess: x\n    criticality: 400\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCmd()
+	root.SetArgs([]string{"serve", "--addr", "127.0.0.1:0", "--stack", path})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), path+":2:") || !strings.Contains(err.Error(), "criticality") {
+		t.Fatalf("got %v", err)
+	}
+}
