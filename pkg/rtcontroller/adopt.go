@@ -20,8 +20,11 @@ import (
 // one map lookup.
 const orphanIndex = "orphanOf"
 
-// EventAdopted is the reason of the Event for an adopted pod.
-const EventAdopted = "SuccessfulAdopt"
+// Reasons of the Events for adopted and released pods.
+const (
+	EventAdopted  = "SuccessfulAdopt"
+	EventReleased = "SuccessfulRelease"
+)
 
 func orphanIndexKey(namespace, ownerLabel string) string { return namespace + "/" + ownerLabel }
 
@@ -116,4 +119,58 @@ func (c *Controller) enqueueNamedBy(pod *corev1.Pod) {
 	if rt, ok := c.cachedRT(Key{Namespace: pod.Namespace, Name: pod.Labels[gantryv1.OwnerLabel]}); ok {
 		c.enqueue(rt)
 	}
+}
+
+// claim splits the pods rt controls into the ones its selector matches and
+// strays, as client-go's ClaimPods does. A stray's labels were changed so
+// the selector no longer matches (a pod taken out of service for
+// debugging, say); the ReplicaSet controller releases such a pod rather
+// than count or delete it, and replaces it.
+func claim(pods []*corev1.Pod, sel labels.Selector) (kept, strays []*corev1.Pod) {
+	for _, p := range pods {
+		if sel.Matches(labels.Set(p.Labels)) {
+			kept = append(kept, p)
+		} else {
+			strays = append(strays, p)
+		}
+	}
+	return kept, strays
+}
+
+// release removes rt's controller reference from strays. The reconcile
+// then plans without them, so each is replaced at once.
+func (c *Controller) release(ctx context.Context, rt *gantryv1.RTResource, strays []*corev1.Pod) error {
+	return errors.Join(parallel(len(strays), func(i int) error { return c.releasePod(ctx, rt, strays[i]) })...)
+}
+
+// releasePod deletes rt's owner reference by UID, with the pod's UID in the
+// patch so it cannot land on a later pod of the same name. NotFound (the
+// pod is gone) and Invalid (the reference is gone, or the name is a new
+// pod) mean there is nothing left to release, as in ClaimPods.
+func (c *Controller) releasePod(ctx context.Context, rt *gantryv1.RTResource, pod *corev1.Pod) error {
+	patch, err := releasePatch(rt, pod.UID)
+	if err != nil {
+		return err
+	}
+	_, err = c.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case err == nil:
+		c.metrics.podOps.WithLabelValues("release", "ok").Inc()
+		c.recorder.Eventf(rt, corev1.EventTypeNormal, EventReleased, "Released pod %s: the selector no longer matches it", pod.Name)
+		return nil
+	case apierrors.IsNotFound(err) || apierrors.IsInvalid(err):
+		return nil
+	default:
+		c.metrics.podOps.WithLabelValues("release", "error").Inc()
+		return fmt.Errorf("release pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+}
+
+// releasePatch deletes the owner reference with rt's UID (owner references
+// merge by UID), the strategic-merge patch ClaimPods sends.
+func releasePatch(rt *gantryv1.RTResource, podUID types.UID) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": []map[string]any{{"$patch": "delete", "uid": rt.UID}},
+		"uid":             podUID,
+	}})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
@@ -148,10 +149,27 @@ func (c *Controller) buildClients(scheme *runtime.Scheme) error {
 	c.events = record.NewBroadcaster()
 	c.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: bg.CoreV1().Events("")})
 	c.recorder = c.events.NewRecorder(scheme, corev1.EventSource{Component: c.opts.Component})
-	c.podFactory = informers.NewSharedInformerFactoryWithOptions(bg, c.opts.Resync,
-		informers.WithNamespace(c.opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = gantryv1.OwnerLabel }))
+	c.podFactory = newPodInformerFactory(bg, c.opts.Namespace, c.opts.Resync)
 	return nil
+}
+
+// newPodInformerFactory watches every pod of the namespace (or cluster),
+// as the ReplicaSet controller does. A watch filtered on the owner label
+// loses an owned pod the moment someone removes the label: the pod drops
+// out of the cache as if deleted, a replacement is created, and the
+// unlabelled pod keeps running, never counted or scaled down again. The
+// cost is a cache entry per pod; managed fields, often the largest part of
+// a pod and never read here, are dropped from it.
+func newPodInformerFactory(client kubernetes.Interface, namespace string, resync time.Duration) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithNamespace(namespace), informers.WithTransform(stripManagedFields))
+}
+
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // background is the config for watches and Events: client-go's plain token

@@ -147,14 +147,21 @@ func markProcessing(rt *gantryv1.RTResource, pods []*corev1.Pod, hash, selector 
 // are missing instead of searching Events; removed once a reconcile
 // manages the pods without an error. Creates win because a missing replica
 // is what the user notices. Reconciles that only wait for the cache leave
-// it as it is, so it does not flap while a failing create is retried.
+// it as it is, so it does not flap while a failing create is retried; and,
+// as in the ReplicaSet controller, a condition already set for the same
+// operation keeps its first message, since each retry's error names a new
+// generated pod and would otherwise cost a status write per retry.
 func setReplicaFailure(st *gantryv1.RTResourceStatus, gen int64, createErr, deleteErr error, now time.Time) {
-	switch {
-	case createErr != nil:
-		setCondition(st, gen, gantryv1.ConditionReplicaFailure, true, ReasonFailedCreate, "", createErr.Error(), now)
-	case deleteErr != nil:
-		setCondition(st, gen, gantryv1.ConditionReplicaFailure, true, ReasonFailedDelete, "", deleteErr.Error(), now)
-	default:
-		meta.RemoveStatusCondition(&st.Conditions, gantryv1.ConditionReplicaFailure)
+	reason, err := ReasonFailedCreate, createErr
+	if createErr == nil {
+		reason, err = ReasonFailedDelete, deleteErr
 	}
+	if err == nil {
+		meta.RemoveStatusCondition(&st.Conditions, gantryv1.ConditionReplicaFailure)
+		return
+	}
+	if c := meta.FindStatusCondition(st.Conditions, gantryv1.ConditionReplicaFailure); c != nil && c.Reason == reason {
+		return
+	}
+	setCondition(st, gen, gantryv1.ConditionReplicaFailure, true, reason, "", err.Error(), now)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
@@ -63,22 +64,28 @@ func (c *Controller) sync(ctx context.Context, key Key) (string, error) {
 		c.recorder.Event(rt, corev1.EventTypeWarning, EventInvalidSpec, err.Error())
 	}
 	ctx = WithPriority(ctx, int(crit))
-	hash, selector, err := c.derive(rt)
+	hash, sel, err := c.derive(rt)
 	if err != nil {
 		c.recorder.Event(rt, corev1.EventTypeWarning, EventInvalidSpec, err.Error())
 		return outcomeError, nil // retrying cannot help until the spec changes
 	}
-	pods, err := c.ownedPods(rt)
+	owned, err := c.ownedPods(rt)
 	if err != nil {
 		return outcomeError, err
 	}
+	pods, strays := claim(owned, sel)
 	if rt.Status.ObservedGeneration != rt.Generation {
-		mark := markProcessing(rt, pods, hash, selector, crit, c.clock.Now())
+		mark := markProcessing(rt, pods, hash, sel.String(), crit, c.clock.Now())
 		if rt, err = c.writeStatus(ctx, rt, mark); err != nil {
 			return outcomeError, err
 		}
 	}
-	return c.manageAndReport(ctx, key, rt, pods, crit, hash, selector)
+	// As in the ReplicaSet controller, a failed release stops the sync: the
+	// stray would otherwise be replaced while still owned.
+	if err := c.release(ctx, rt, strays); err != nil {
+		return outcomeError, err
+	}
+	return c.manageAndReport(ctx, key, rt, pods, crit, hash, sel.String())
 }
 
 func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.RTResource, pods []*corev1.Pod, crit int32, hash, selector string) (string, error) {
@@ -130,13 +137,13 @@ func (c *Controller) adoptOrphans(ctx context.Context, rt *gantryv1.RTResource) 
 }
 
 // derive computes what a reconcile needs from the spec alone.
-func (c *Controller) derive(rt *gantryv1.RTResource) (hash, selector string, err error) {
-	sel, err := metav1.LabelSelectorAsSelector(rt.Spec.Selector.AsMetav1())
+func (c *Controller) derive(rt *gantryv1.RTResource) (hash string, sel labels.Selector, err error) {
+	sel, err = metav1.LabelSelectorAsSelector(rt.Spec.Selector.AsMetav1())
 	if err != nil {
-		return "", "", fmt.Errorf("spec.selector: %w", err)
+		return "", nil, fmt.Errorf("spec.selector: %w", err)
 	}
 	hash, err = TemplateHash(&rt.Spec.Template)
-	return hash, sel.String(), err
+	return hash, sel, err
 }
 
 // ownedPods reads the owner's pods from the cache index: no LIST.
