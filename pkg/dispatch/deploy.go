@@ -75,13 +75,18 @@ func (d *Dispatcher) Update(ctx context.Context, f stack.Function) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fn.decl = f
-	for _, in := range fn.ready {
+	for _, in := range slices.Clone(fn.ready) {
 		d.lockedDrain(in)
 	}
-	if fn.g.name == f.Name {
-		return d.lockedRegroup(fn.g.chain, fn.g.name, 0)
+	old := fn.g
+	d.groups = slices.DeleteFunc(d.groups, func(g *group) bool { return g == old })
+	if err := d.lockedRegroup(old.chain, old.name, old.declaredSLO); err != nil {
+		return err
 	}
-	return d.lockedRegroup(fn.g.chain, fn.g.name, fn.g.slo)
+	if d.apps[old.name] == old {
+		d.apps[old.name] = fn.g
+	}
+	return nil
 }
 
 // Remove undeploys a function. A function an app chains cannot be removed
@@ -176,10 +181,11 @@ func (d *Dispatcher) lockedRegroup(chain []*function, name string, slo time.Dura
 	for _, fn := range chain {
 		sum += fn.decl.SLO
 	}
+	declared := slo
 	if slo <= 0 {
 		slo = sum
 	}
-	g := &group{name: name, slo: slo, chain: chain, views: make([]policy.View, len(chain)),
+	g := &group{name: name, slo: slo, declaredSLO: declared, chain: chain, views: make([]policy.View, len(chain)),
 		decs: make([]policy.Decision, len(chain)), cum: make([]time.Duration, len(chain))}
 	spec := policy.Spec{App: name, AppSLO: slo, Window: d.cfg.Window, Start: d.cfg.Now(), Seed: d.cfg.Seed,
 		MinSize: chain[0].decl.MinSize, MaxSize: chain[0].decl.MaxSize}

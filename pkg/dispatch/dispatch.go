@@ -155,12 +155,14 @@ func (f *function) liveCount() int {
 // group is the set of functions one policy instance decides for: an app's
 // chain, or a lone function.
 type group struct {
-	name  string
-	slo   time.Duration
-	chain []*function
-	pol   policy.Policy
-	views []policy.View
-	decs  []policy.Decision
+	name string
+	slo  time.Duration
+	// declaredSLO is the app's own SLO; 0 means the sum of its functions'.
+	declaredSLO time.Duration
+	chain       []*function
+	pol         policy.Policy
+	views       []policy.View
+	decs        []policy.Decision
 	// cum[i] is the SLO budget up to and including function i.
 	cum []time.Duration
 }

@@ -353,3 +353,34 @@ func TestCapacityBoundsOneLargeScaleUp(t *testing.T) {
 		t.Fatalf("started %d, live %d; want 3 with capacity 3", got, d.Live())
 	}
 }
+
+func TestUpdateDrainsOldInstancesAndKeepsTheApp(t *testing.T) {
+	be := newFake(true)
+	d := newTestDispatcher(t, Config{}, be, decl("a", 0), decl("b", 0))
+	if err := d.DeployApp(stack.App{Name: "ab", Functions: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Scale("a", 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { st, _ := d.Function("a"); return st.Available == 2 })
+	nf := decl("a", 7)
+	nf.SLO = 3 * time.Second
+	if err := d.Update(context.Background(), nf); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := d.Function("a")
+	if st.Decl.Criticality != 7 || st.Available != 0 || st.App != "ab" {
+		t.Fatalf("after update: %+v", st)
+	}
+	app, _ := d.App("ab")
+	if app.SLO != 4*time.Second {
+		t.Fatalf("app SLO %v, want the new sum 4s", app.SLO)
+	}
+	d.mu.Lock()
+	groups := len(d.groups)
+	d.mu.Unlock()
+	if groups != 1 {
+		t.Fatalf("%d groups after update, want 1", groups)
+	}
+}
