@@ -80,7 +80,7 @@ func (g *Gateway) listFunctions(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (g *Gateway) getFunction(w http.ResponseWriter, r *http.Request) {
-	s, ok := g.d.Function(r.PathValue("name"))
+	s, ok := g.d.Function(trimNamespace(r.PathValue("name")))
 	if !ok {
 		http.Error(w, fmt.Sprintf("function %q not found", r.PathValue("name")), http.StatusNotFound)
 		return
@@ -147,7 +147,7 @@ func (g *Gateway) scaleFunction(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	name := r.PathValue("name")
+	name := trimNamespace(r.PathValue("name"))
 	switch {
 	case req.Replicas == nil:
 		http.Error(w, "replicas is required", http.StatusBadRequest)

@@ -223,6 +223,9 @@ func TestOpenFaaSDeployListInvokeScaleRemove(t *testing.T) {
 	if code, body, _ := do(t, "POST", srv.URL()+"/function/shout", "hi", nil); code != 200 || body != "HI" {
 		t.Fatalf("invoke: %d %q", code, body)
 	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/shout.openfaas-fn", "ns", nil); code != 200 || body != "NS" {
+		t.Fatalf("invoke with faas-cli's namespace suffix: %d %q", code, body)
+	}
 	if code, _, _ := do(t, "POST", srv.URL()+"/system/scale-function/shout", `{"serviceName":"shout","replicas":3}`, nil); code != 202 {
 		t.Fatalf("scale: %d", code)
 	}

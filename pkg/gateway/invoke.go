@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"gantry.dev/gantry/pkg/dispatch"
@@ -40,7 +41,7 @@ func (f *failure) Error() string { return f.err.Error() }
 
 func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
-	name := r.PathValue("name")
+	name := trimNamespace(r.PathValue("name"))
 	decl, ok := g.d.Lookup(name)
 	if !ok {
 		g.fail(w, name, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
@@ -110,6 +111,13 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		body, header = res.body, chainHeader(res, decl)
 	}
 	g.reply(w, name, res, time.Since(arrival))
+}
+
+// trimNamespace drops the ".openfaas-fn" suffix faas-cli adds to a
+// function's name when given a namespace: the local runtime has only that
+// one.
+func trimNamespace(name string) string {
+	return strings.TrimSuffix(name, "."+namespace)
 }
 
 // chainHeader is what the next function of a chain receives: the content
