@@ -188,6 +188,9 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w := &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
 	cmd.Stdout, cmd.Stderr = w, w
+	// A child that outlives its shell would hold the output pipe open and
+	// Wait with it; past this delay Wait returns anyway.
+	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %q: %w", f.Command, err)
 	}
@@ -198,6 +201,8 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	l.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
+		// Whatever the instance's shell started goes with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		close(p.exited)
 	}()
 	return p, nil

@@ -1,0 +1,110 @@
+package kube
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+func testFunction() stack.Function {
+	f := stack.Function{Name: "resize", Image: "registry.example/resize:1", Command: "gantry fn resize",
+		Criticality: 70, MinScale: 1, Env: map[string]string{"B": "2", "A": "1", "PORT": "9999"},
+		Labels: map[string]string{"team": "media", LabelFunction: "spoofed"}}
+	f.Defaults()
+	return f
+}
+
+func envNames(env []corev1.EnvVar) []string {
+	var out []string
+	for _, e := range env {
+		out = append(out, e.Name+"="+e.Value)
+	}
+	return out
+}
+
+func TestPodTemplateRunsTheDeclaration(t *testing.T) {
+	tpl := podTemplate(testFunction(), 8080)
+	c := tpl.Spec.Containers[0]
+	if c.Image != "registry.example/resize:1" || !slices.Equal(c.Command, []string{"/bin/sh", "-c", "gantry fn resize"}) {
+		t.Errorf("container image %q command %q", c.Image, c.Command)
+	}
+	// Sorted, so the template (and so the rollout hash) is stable; the
+	// user's PORT gives way to the one the probe and endpoints use.
+	want := []string{"A=1", "B=2", "PORT=8080", "GANTRY_FUNCTION_NAME=resize"}
+	if got := envNames(c.Env); !slices.Equal(got, want) {
+		t.Errorf("env %v, want %v", got, want)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 8080 || c.Ports[0].Name != PortName {
+		t.Errorf("ports %+v, want http 8080", c.Ports)
+	}
+	p := c.ReadinessProbe
+	if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != backend.HealthPath || p.HTTPGet.Port.IntValue() != 8080 {
+		t.Fatalf("readiness probe %+v, want GET %s on 8080", p, backend.HealthPath)
+	}
+	l := tpl.Labels
+	if l[LabelFunction] != "resize" || l[LabelManagedBy] != ManagedBy || l["team"] != "media" {
+		t.Errorf("template labels %v: want Gantry's (winning over the user's) and the user's", l)
+	}
+	if tpl.Annotations[stack.AnnotationCriticality] != "70" {
+		t.Errorf("template annotations %v, want the criticality", tpl.Annotations)
+	}
+}
+
+func TestPodTemplateWithoutCommandKeepsTheImageEntrypoint(t *testing.T) {
+	f := testFunction()
+	f.Command = ""
+	if c := podTemplate(f, 8080).Spec.Containers[0]; c.Command != nil {
+		t.Errorf("command %q, want none", c.Command)
+	}
+}
+
+func TestRTResourceCarriesCriticalityAndSelectsItsTemplate(t *testing.T) {
+	rt := newRTResource(testFunction(), "ns", 8080, 1)
+	if rt.Spec.Criticality == nil || *rt.Spec.Criticality != 70 {
+		t.Errorf("criticality %v, want 70", rt.Spec.Criticality)
+	}
+	if *rt.Spec.Replicas != 1 || rt.Namespace != "ns" || rt.Name != "resize" {
+		t.Errorf("object %s/%s replicas %d", rt.Namespace, rt.Name, *rt.Spec.Replicas)
+	}
+	assertSelects(t, rt.Spec.Selector.AsMetav1(), rt.Spec.Template.Labels)
+	if !isManaged(rt) {
+		t.Error("the RTResource is not marked managed by Gantry")
+	}
+}
+
+func TestDeploymentSelectsItsTemplate(t *testing.T) {
+	d := newDeployment(testFunction(), "ns", 8080, 0)
+	assertSelects(t, d.Spec.Selector, d.Spec.Template.Labels)
+	if *d.Spec.Replicas != 0 || d.Annotations[stack.AnnotationCriticality] != "70" {
+		t.Errorf("replicas %d annotations %v", *d.Spec.Replicas, d.Annotations)
+	}
+}
+
+func TestServiceIsHeadlessAndSelectsThePods(t *testing.T) {
+	f := testFunction()
+	svc := newService(f, "ns", 8080)
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("clusterIP %q, want headless", svc.Spec.ClusterIP)
+	}
+	assertSelects(t, &metav1.LabelSelector{MatchLabels: svc.Spec.Selector}, podTemplate(f, 8080).Labels)
+	if p := svc.Spec.Ports; len(p) != 1 || p[0].Name != PortName || p[0].TargetPort.IntValue() != 8080 {
+		t.Errorf("ports %+v", p)
+	}
+}
+
+func assertSelects(t *testing.T, sel *metav1.LabelSelector, podLabels map[string]string) {
+	t.Helper()
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Empty() || !s.Matches(labels.Set(podLabels)) {
+		t.Errorf("selector %v does not select pod labels %v", s, podLabels)
+	}
+}
