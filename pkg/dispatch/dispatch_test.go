@@ -15,12 +15,13 @@ import (
 // fakeBackend records decisions; tests make instances ready by hand, or
 // automatically with auto.
 type fakeBackend struct {
-	mu      sync.Mutex
-	ev      backend.Events
-	auto    bool
-	starts  map[string]int
-	stopped []string
-	seq     int
+	mu        sync.Mutex
+	ev        backend.Events
+	auto      bool
+	starts    map[string]int
+	stopped   []string
+	seq       int
+	readyList []backend.Instance
 }
 
 func newFake(auto bool) *fakeBackend { return &fakeBackend{auto: auto, starts: map[string]int{}} }
@@ -53,8 +54,23 @@ func (b *fakeBackend) ready(fn string) backend.Instance {
 	b.seq++
 	inst := backend.Instance{ID: fmt.Sprintf("%s-%d", fn, b.seq), Function: fn, Addr: "127.0.0.1:1", ColdStart: time.Millisecond}
 	b.mu.Unlock()
+	b.mu.Lock()
+	b.readyList = append(b.readyList, inst)
+	b.mu.Unlock()
 	b.ev.Ready(inst)
 	return inst
+}
+
+// crashOne reports an unexpected exit of a random instance made ready.
+func (b *fakeBackend) crashOne(i int) {
+	b.mu.Lock()
+	if len(b.readyList) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	inst := b.readyList[i%len(b.readyList)]
+	b.mu.Unlock()
+	b.ev.Exited(inst, errors.New("killed"))
 }
 
 func (b *fakeBackend) started(fn string) int {
@@ -283,7 +299,7 @@ func TestAppsGroupTheirChainUnderOnePolicy(t *testing.T) {
 }
 
 // Many goroutines acquire, release, crash and cancel at once while the
-// autoscaler plans and instances come and go: every accepted request ends
+// autoscaler plans and instances come, go and die under them: every accepted request ends
 // in exactly one counted outcome and nothing deadlocks.
 func TestConcurrentRequestsAllEndCounted(t *testing.T) {
 	be := newFake(true)
@@ -294,6 +310,17 @@ func TestConcurrentRequestsAllEndCounted(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	go d.Run(ctx)
 	defer stop()
+	chaos := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-chaos:
+				return
+			case <-time.After(2 * time.Millisecond):
+				be.crashOne(i * 7)
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	const workers, each = 32, 60
 	for w := range workers {
@@ -322,6 +349,7 @@ func TestConcurrentRequestsAllEndCounted(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(chaos)
 	st, _ := d.Function("f")
 	s := st.Stats
 	if s.Accepted == 0 || s.Accepted != s.Completed+s.Abandoned+s.Canceled+s.Failed+s.InstanceErrors {
