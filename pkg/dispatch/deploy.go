@@ -36,13 +36,15 @@ func (d *Dispatcher) Deploy(ctx context.Context, f stack.Function) error {
 	}
 	d.mu.Lock()
 	_, exists := d.fns[f.Name]
-	closed := d.closed
+	closed, full := d.closed, len(d.fns) >= stack.MaxFunctions
 	d.mu.Unlock()
 	switch {
 	case closed:
 		return ErrClosed
 	case exists:
 		return fmt.Errorf("%w: function %q", ErrExists, f.Name)
+	case full:
+		return fmt.Errorf("%w: this gateway already serves %d functions, the most it takes", stack.ErrInvalid, stack.MaxFunctions)
 	}
 	if err := d.be.Deploy(ctx, f); err != nil {
 		return err
@@ -130,6 +132,9 @@ func (d *Dispatcher) DeployApp(a stack.App) error {
 	}
 	if _, ok := d.apps[a.Name]; ok {
 		return fmt.Errorf("%w: app %q", ErrExists, a.Name)
+	}
+	if len(d.apps) >= stack.MaxFunctions {
+		return fmt.Errorf("%w: this gateway already serves %d apps, the most it takes", stack.ErrInvalid, stack.MaxFunctions)
 	}
 	if _, ok := d.fns[a.Name]; ok && !slices.Equal(a.Functions, []string{a.Name}) {
 		return fmt.Errorf("%w: app %q has the name of a function it does not wrap", ErrExists, a.Name)

@@ -28,6 +28,8 @@ const (
 	MaxChain       = 16
 	MaxTimeout     = 10 * time.Minute
 	MaxEnv         = 256
+	// MaxFunctions bounds the functions (and the apps) one gateway serves.
+	MaxFunctions = 1000
 )
 
 // Defaults for fields a declaration leaves out.
@@ -162,6 +164,7 @@ func (f *Function) Validate() error {
 			fmt.Sprintf("input size range [%v, %v] must be positive, finite and min < max", f.MinSize, f.MaxSize)},
 		{f.Kind != KindRTResource && f.Kind != KindDeployment, fmt.Sprintf("kind %q must be %q or %q", f.Kind, KindRTResource, KindDeployment)},
 		{len(f.Env) > MaxEnv, fmt.Sprintf("at most %d environment variables", MaxEnv)},
+		{len(f.Labels) > MaxEnv || len(f.Annotations) > MaxEnv, fmt.Sprintf("at most %d labels and %d annotations", MaxEnv, MaxEnv)},
 	}
 	for _, c := range checks {
 		if c.bad {
@@ -176,6 +179,9 @@ func finitePositive(x float64) bool { return x > 0 && !math.IsInf(x, 0) }
 // Validate checks the stack as a whole: every function and app valid, names
 // unique, every app's functions declared.
 func (s *Stack) Validate() error {
+	if len(s.Functions) > MaxFunctions || len(s.Apps) > MaxFunctions {
+		return fmt.Errorf("%w: at most %d functions and %d apps", ErrInvalid, MaxFunctions, MaxFunctions)
+	}
 	seen := map[string]bool{}
 	for i := range s.Functions {
 		f := &s.Functions[i]
