@@ -25,7 +25,7 @@ type simFlags struct {
 	duration, largeDuration, coldStart         time.Duration
 	policies, out, experiment                  string
 	seed                                       uint64
-	nodes, coresPerNode, workers               int
+	nodes, coresPerNode, workers, maxQueue     int
 	json                                       bool
 }
 
@@ -62,6 +62,7 @@ func newSimCmd() *cobra.Command {
 	fl.IntVar(&f.nodes, "nodes", sim.DefaultNodes, "cluster nodes")
 	fl.IntVar(&f.coresPerNode, "cores-per-node", sim.DefaultCoresPerNode, "cores per node (one container per core)")
 	fl.DurationVar(&f.coldStart, "cold-start", sim.DefaultColdStart, "container cold-start time")
+	fl.IntVar(&f.maxQueue, "max-queue", sim.DefaultMaxQueue, fmt.Sprintf("requests that may wait per function, as the gateway's max_queue; past it a request is rejected (HTTP 429 live) (at most %d)", sim.MaxQueueBound))
 	fl.StringVar(&f.out, "out", "", "write results.csv, results.json, report.md and plots/ into this directory")
 	fl.BoolVar(&f.json, "json", false, `print one JSON object {"runs":[...]} on stdout`)
 	fl.StringVar(&f.experiment, "experiment", "", "run a preset matrix instead of one condition: paper")
@@ -73,7 +74,7 @@ func newSimCmd() *cobra.Command {
 // does not exist or makes no sense, so the exit code is 2.
 var usageSentinels = []error{
 	workload.ErrUnknownApp, workload.ErrUnknownDist, workload.ErrBadSize, trace.ErrUnknownTrace, policy.ErrUnknownPolicy,
-	trace.ErrBadRate, trace.ErrBadDuration, experiment.ErrBadSpec, experiment.ErrBadPlan,
+	trace.ErrBadRate, trace.ErrBadDuration, trace.ErrTooLarge, experiment.ErrBadSpec, experiment.ErrBadPlan,
 }
 
 func asUsage(err error) error {
@@ -105,12 +106,39 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--cold-start must be positive, got %v", f.coldStart)
 	case f.workers <= 0:
 		return usagef("--workers must be positive, got %d", f.workers)
+	case f.maxQueue < 1 || f.maxQueue > sim.MaxQueueBound:
+		return usagef("--max-queue must be in [1, %d], got %d", sim.MaxQueueBound, f.maxQueue)
 	case f.traceFile != "" && changed("trace"):
 		return usagef("set --trace or --trace-file, not both")
 	case f.traceFile == "" && changed("azure-function"):
 		return usagef("--azure-function needs --trace-file")
 	case f.experiment == "" && changed("large-duration"):
 		return usagef("--large-duration only applies to --experiment paper")
+	}
+	return checkBounds(cmd, f)
+}
+
+// checkBounds holds the flags to the simulator's bounds before anything is
+// allocated: the rate, the peak, the durations, the expected requests of
+// a run and the cluster.
+func checkBounds(cmd *cobra.Command, f *simFlags) error {
+	changed := cmd.Flags().Changed
+	switch {
+	case f.rate > trace.MaxRate || (changed("peak") && f.peak > trace.MaxRate):
+		return usagef("--rate and --peak must be at most %v requests per second, got %v and %v", float64(trace.MaxRate), f.rate, f.peak)
+	case f.duration > trace.MaxDuration || f.largeDuration > trace.MaxDuration:
+		return usagef("--duration and --large-duration must be at most %v, got %v and %v", trace.MaxDuration, f.duration, f.largeDuration)
+	case f.nodes > sim.MaxNodes || f.coresPerNode > sim.MaxCoresPerNode:
+		return usagef("--nodes and --cores-per-node must be at most %d and %d, got %d and %d", sim.MaxNodes, sim.MaxCoresPerNode, f.nodes, f.coresPerNode)
+	case f.coldStart > sim.MaxColdStart:
+		return usagef("--cold-start must be at most %v, got %v", sim.MaxColdStart, f.coldStart)
+	}
+	// A generated trace's mean is --rate; a file's total is checked when it
+	// is read (and again after --rate or --peak rescale it).
+	if f.traceFile == "" && f.experiment == "" && !changed("peak") {
+		if err := trace.CheckBounds(f.rate, f.duration); err != nil {
+			return usageError{err}
+		}
 	}
 	return nil
 }
@@ -129,7 +157,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		App: f.app, Dist: f.dist, Trace: f.trace, TraceFile: f.traceFile, AzureFunction: f.azureFunction,
 		Rate: f.rate, Duration: f.duration, Policies: policies, Seed: f.seed,
 		Nodes: f.nodes, CoresPerNode: f.coresPerNode, ColdStart: f.coldStart,
-		MinSize: f.minSize, MaxSize: f.maxSize,
+		MinSize: f.minSize, MaxSize: f.maxSize, MaxQueue: f.maxQueue,
 	}
 	if cmd.Flags().Changed("peak") {
 		spec.Peak = f.peak
@@ -146,7 +174,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
 	if err != nil {
-		return err
+		return keepFinished(cmd, f, records, len(jobs), err)
 	}
 	doc := report.Document{Title: "Gantry simulation", Intro: jobs[0].Describe(), Records: records,
 		PerFunction: true, Traces: experiment.Traces(jobs, false)}
@@ -191,7 +219,7 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 	start := time.Now()
 	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
 	if err != nil {
-		return err
+		return keepFinished(cmd, f, records, len(jobs), err)
 	}
 	meta := experiment.PaperMeta{Plan: plan, Jobs: jobs, Runs: len(jobs), Wall: time.Since(start), Workers: f.workers}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%d runs in %v\n", len(jobs), meta.Wall.Round(time.Second))
@@ -214,7 +242,25 @@ func paperPlan(cmd *cobra.Command, f *simFlags) (experiment.PaperPlan, error) {
 	if cmd.Flags().Changed("cold-start") {
 		plan.ColdStart = f.coldStart
 	}
+	plan.MaxQueue = f.maxQueue
 	return plan, nil
+}
+
+// keepFinished writes the runs that finished before a failure or an
+// interrupt (SIGINT, SIGTERM) into --out, as a plain report, and returns
+// the error that stopped the rest.
+func keepFinished(cmd *cobra.Command, f *simFlags, records []report.Record, total int, err error) error {
+	if f.out == "" || len(records) == 0 {
+		return err
+	}
+	doc := report.Document{Title: "Gantry simulation (stopped)",
+		Intro:   fmt.Sprintf("Stopped after %d of %d runs: %v. These are the runs that finished.", len(records), total, err),
+		Records: records, PerFunction: true}
+	if werr := report.WriteDir(f.out, doc); werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote the %d finished runs of %d to %s\n", len(records), total, filepath.Join(f.out, report.MarkdownFile))
+	return err
 }
 
 // prepareOut fails fast on an unusable --out before any simulation runs.

@@ -19,7 +19,7 @@ func FromResult(r sim.Result) report.Record {
 		P50Ms:         millis(r.P50), P95Ms: millis(r.P95), P99Ms: millis(r.P99), P999Ms: millis(r.P999),
 		MeanQueueMs: millis(r.MeanQueue), MeanColdStartMs: millis(r.MeanColdStart), MeanExecMs: millis(r.MeanExec),
 		JobsPerContainer: r.JobsPerContainer, EnergyJ: r.EnergyJ,
-		ColdStarts: r.ColdStarts, SpawnFailures: r.SpawnFailures, WallS: r.WallSeconds,
+		ColdStarts: r.ColdStarts, SpawnFailures: r.SpawnFailures, Rejected: r.Rejected, WallS: r.WallSeconds,
 	}
 	for _, f := range r.Functions {
 		rec.Functions = append(rec.Functions, fromFunction(f))
@@ -32,7 +32,7 @@ func FromResult(r sim.Result) report.Record {
 
 func fromFunction(f sim.FunctionResult) report.FunctionRecord {
 	return report.FunctionRecord{
-		Name: f.Name, Requests: f.Requests, ColdStarts: f.ColdStarts,
+		Name: f.Name, Requests: f.Requests, Rejected: f.Rejected, ColdStarts: f.ColdStarts,
 		ContainersSpawned: f.ContainersSpawned, AvgContainers: f.AvgContainers, PeakContainers: f.PeakContainers,
 		P50Ms: millis(f.P50), P99Ms: millis(f.P99),
 		MeanQueueMs: millis(f.MeanQueue), MeanExecMs: millis(f.MeanExec),

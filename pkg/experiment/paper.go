@@ -55,6 +55,8 @@ type PaperPlan struct {
 	Policies                []string
 	// ColdStart is passed to every run; zero means sim's default.
 	ColdStart time.Duration
+	// MaxQueue is every function's queue bound; zero means sim's default.
+	MaxQueue int
 	// SkipLarge leaves out the large-scale Twitter runs.
 	SkipLarge bool
 	// ChainAblation adds the figure-2 schemes (No CP, CP; Cypress is
@@ -130,7 +132,7 @@ func chainAblationJobs(p PaperPlan, traces []scaledTrace) ([]Job, error) {
 			continue
 		}
 		for _, dist := range PaperDists {
-			more, err := conditionJobs(PaperPlan{Seed: p.Seed, ColdStart: p.ColdStart, Policies: schemes}, ChainAblationApp, dist, st)
+			more, err := conditionJobs(PaperPlan{Seed: p.Seed, ColdStart: p.ColdStart, MaxQueue: p.MaxQueue, Policies: schemes}, ChainAblationApp, dist, st)
 			if err != nil {
 				return nil, err
 			}
@@ -202,7 +204,7 @@ func conditionJobs(p PaperPlan, appName, distName string, st scaledTrace) ([]Job
 	}
 	base := sim.Config{
 		App: app, Dist: dist, Trace: st.trace, Seed: p.Seed,
-		Nodes: st.nodes, CoresPerNode: CoresPerNode, ColdStart: p.ColdStart,
+		Nodes: st.nodes, CoresPerNode: CoresPerNode, ColdStart: p.ColdStart, MaxQueue: p.MaxQueue,
 	}
 	return PolicyJobs(base, p.Policies, st.label, st.scale), nil
 }

@@ -55,20 +55,26 @@ type Options struct {
 	Workers int
 	// Progress receives a progress bar; nil draws none.
 	Progress io.Writer
-	// Simulate runs one configuration; nil means sim.Run. Tests replace it.
+	// Simulate runs one configuration; nil means sim.RunContext with Run's
+	// context, so that a cancelled run stops within one policy tick.
+	// Tests replace it.
 	Simulate func(sim.Config) (sim.Result, error)
 }
 
 // Run executes every job, in parallel, and returns one record per job in job
-// order, so the output does not depend on scheduling. The first failure
-// stops the jobs not yet started and is returned, naming its job.
+// order, so the output does not depend on scheduling. The first failure, or
+// the end of ctx (SIGINT, SIGTERM), stops every job and is returned, naming
+// its job, together with the records of the jobs that had finished (in job
+// order), so that a caller can keep them.
 func Run(ctx context.Context, jobs []Job, opts Options) ([]report.Record, error) {
 	if len(jobs) == 0 {
 		return nil, ErrNoJobs
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	simulate := opts.Simulate
 	if simulate == nil {
-		simulate = sim.Run
+		simulate = func(cfg sim.Config) (sim.Result, error) { return sim.RunContext(ctx, cfg) }
 	}
 	workers := opts.Workers
 	if workers <= 0 {
@@ -77,19 +83,21 @@ func Run(ctx context.Context, jobs []Job, opts Options) ([]report.Record, error)
 	bar := newBar(opts.Progress, jobs)
 
 	records := make([]report.Record, len(jobs))
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	finished := make([]bool, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(workers, len(jobs)) {
 		wg.Go(func() {
 			for i := range next {
+				if ctx.Err() != nil {
+					continue // feed may hand out one more job as ctx ends
+				}
 				rec, err := runOne(jobs[i], simulate, bar)
 				if err != nil {
 					cancel(err)
 					continue
 				}
-				records[i] = rec
+				records[i], finished[i] = rec, true
 			}
 		})
 	}
@@ -98,7 +106,13 @@ func Run(ctx context.Context, jobs []Job, opts Options) ([]report.Record, error)
 	err := context.Cause(ctx)
 	bar.finish(err == nil)
 	if err != nil {
-		return nil, err
+		var done []report.Record
+		for i, ok := range finished {
+			if ok {
+				done = append(done, records[i])
+			}
+		}
+		return done, err
 	}
 	return records, nil
 }

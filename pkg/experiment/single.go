@@ -39,6 +39,8 @@ type Spec struct {
 	// MinSize and MaxSize, when non-zero, replace the app's input-size
 	// range (and so its SLO).
 	MinSize, MaxSize float64
+	// MaxQueue is the per-function queue bound; zero means sim's default.
+	MaxQueue int
 }
 
 // Jobs validates the spec and makes one job per policy.
@@ -59,7 +61,7 @@ func (s Spec) Jobs() ([]Job, error) {
 		return nil, err
 	}
 	base := sim.Config{App: app, Dist: dist, Trace: tr, Seed: s.Seed,
-		Nodes: s.Nodes, CoresPerNode: s.CoresPerNode, ColdStart: s.ColdStart}
+		Nodes: s.Nodes, CoresPerNode: s.CoresPerNode, ColdStart: s.ColdStart, MaxQueue: s.MaxQueue}
 	return PolicyJobs(base, s.Policies, "", ""), nil
 }
 

@@ -38,8 +38,9 @@ type RunQueue[T any] struct {
 	// deadline, keyed by Enq; they run only when main is empty.
 	late runHeap[T]
 	// scratch is Ordered's sorting buffer, kept so that the planning tick
-	// of a driver does not allocate.
+	// of a driver does not allocate; idx is OrderedFirst's.
 	scratch []slot[T]
+	idx     []int32
 }
 
 // NewRunQueue returns an empty queue for order. round is IS Reordering's
@@ -149,6 +150,113 @@ func (q *RunQueue[T]) Ordered(dst []Queued[T]) []Queued[T] {
 	dst = appendQueued(dst, q.scratch)
 	clear(q.scratch) // let a pointer T be collected once it leaves the queue
 	return dst
+}
+
+// OrderedFirst appends the first k requests of Ordered's listing to dst,
+// in the same order, and returns it. Its cost grows with k, not with the
+// queue: O(k log k) for the main queue (a walk of the heap's top), plus
+// O(L log k) over the L set-aside requests when the main queue holds fewer
+// than k. A driver that shows a policy only the head of a long backlog
+// uses it so that a tick costs the same whatever the backlog.
+func (q *RunQueue[T]) OrderedFirst(dst []Queued[T], k int) []Queued[T] {
+	switch {
+	case k <= 0:
+		return dst
+	case k >= q.Len():
+		return q.Ordered(dst)
+	}
+	if k >= len(q.main.s) {
+		q.scratch = append(q.scratch[:0], q.main.s...)
+		slices.SortFunc(q.scratch, cmpSlot[T])
+		dst = appendQueued(dst, q.scratch)
+		clear(q.scratch)
+		return q.firstSetAside(dst, k-len(q.main.s))
+	}
+	// The k smallest of a binary heap: a frontier heap of indices, seeded
+	// with the root; each index taken adds its two children.
+	h := q.main.s
+	less := func(a, b int32) bool { return h[a].before(&h[b]) }
+	fr := append(q.idx[:0], 0)
+	for range k {
+		i := fr[0]
+		dst = append(dst, Queued[T]{Entry: h[i].Entry, Value: h[i].v})
+		fr = popIdx(fr, less)
+		for _, c := range [2]int32{2*i + 1, 2*i + 2} {
+			if int(c) < len(h) {
+				fr = pushIdx(fr, c, less)
+			}
+		}
+	}
+	q.idx = fr[:0]
+	return dst
+}
+
+// firstSetAside appends the first r set-aside requests in the order they
+// were set aside (their push order into the late heap), r < L.
+func (q *RunQueue[T]) firstSetAside(dst []Queued[T], r int) []Queued[T] {
+	if r <= 0 {
+		return dst
+	}
+	h := q.late.s
+	// A max-heap by seq of the r earliest seen so far.
+	later := func(a, b int32) bool { return h[a].seq > h[b].seq }
+	top := q.idx[:0]
+	for i := range h {
+		switch {
+		case len(top) < r:
+			top = pushIdx(top, int32(i), later)
+		case h[i].seq < h[top[0]].seq:
+			top[0] = int32(i)
+			downIdx(top, 0, later)
+		}
+	}
+	slices.SortFunc(top, func(a, b int32) int { return cmp.Compare(h[a].seq, h[b].seq) })
+	for _, i := range top {
+		dst = append(dst, Queued[T]{Entry: h[i].Entry, Value: h[i].v})
+	}
+	q.idx = top[:0]
+	return dst
+}
+
+// pushIdx, popIdx and downIdx keep a binary heap of indices under less.
+func pushIdx(s []int32, x int32, less func(a, b int32) bool) []int32 {
+	s = append(s, x)
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !less(s[i], s[p]) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+	return s
+}
+
+func popIdx(s []int32, less func(a, b int32) bool) []int32 {
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	if last > 0 {
+		downIdx(s, 0, less)
+	}
+	return s
+}
+
+func downIdx(s []int32, i int, less func(a, b int32) bool) {
+	for {
+		c := 2*i + 1
+		if c >= len(s) {
+			return
+		}
+		if r := c + 1; r < len(s) && less(s[r], s[c]) {
+			c = r
+		}
+		if !less(s[c], s[i]) {
+			return
+		}
+		s[i], s[c] = s[c], s[i]
+		i = c
+	}
 }
 
 func appendQueued[T any](dst []Queued[T], s []slot[T]) []Queued[T] {

@@ -349,6 +349,12 @@ func checkListing(t *testing.T, q *RunQueue[int], o Order, round int64, main, la
 	if got := values(q.Ordered(nil)); !slices.Equal(got, want) {
 		t.Fatalf("Ordered %v, want %v", got, want)
 	}
+	for _, k := range []int{0, 1, 2, len(main) - 1, len(main), len(main) + 1, len(want) / 2, len(want) - 1, len(want) + 3} {
+		got := values(q.OrderedFirst(nil, k))
+		if w := want[:max(0, min(k, len(want)))]; !slices.Equal(got, w) && !(len(got) == 0 && len(w) == 0) {
+			t.Fatalf("OrderedFirst(%d) %v, want %v", k, got, w)
+		}
+	}
 	if got, ok := q.OldestEnq(); ok != found || got != oldest {
 		t.Fatalf("OldestEnq %d %v, want %d %v", got, ok, oldest, found)
 	}

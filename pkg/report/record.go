@@ -22,6 +22,7 @@ type CDFPoint struct {
 type FunctionRecord struct {
 	Name              string  `json:"name"`
 	Requests          int64   `json:"requests"`
+	Rejected          int64   `json:"rejected"`
 	ColdStarts        int64   `json:"cold_starts"`
 	ContainersSpawned int64   `json:"containers_spawned"`
 	AvgContainers     float64 `json:"avg_containers"`
@@ -59,10 +60,13 @@ type Record struct {
 	EnergyJ           float64 `json:"energy_j"`
 	ColdStarts        int64   `json:"cold_starts"`
 	// SpawnFailures counts container starts refused for lack of a free core.
-	SpawnFailures int64            `json:"spawn_failures"`
-	WallS         float64          `json:"wall_s"`
-	Functions     []FunctionRecord `json:"functions,omitempty"`
-	LatencyCDF    []CDFPoint       `json:"latency_cdf,omitempty"`
+	SpawnFailures int64 `json:"spawn_failures"`
+	// Rejected counts requests turned away at a full queue, as the live
+	// gateway answers 429; they are in Requests and count as SLO misses.
+	Rejected   int64            `json:"rejected"`
+	WallS      float64          `json:"wall_s"`
+	Functions  []FunctionRecord `json:"functions,omitempty"`
+	LatencyCDF []CDFPoint       `json:"latency_cdf,omitempty"`
 }
 
 // Summary is the fixed set of fields `gantry sim --json` prints per run.
@@ -80,6 +84,7 @@ type Summary struct {
 	JobsPerContainer  float64 `json:"jobs_per_container"`
 	EnergyJ           float64 `json:"energy_j"`
 	ColdStarts        int64   `json:"cold_starts"`
+	Rejected          int64   `json:"rejected"`
 	WallS             float64 `json:"wall_s"`
 }
 
@@ -90,7 +95,7 @@ func (r Record) Summary() Summary {
 		Requests: r.Requests, ContainersSpawned: r.ContainersSpawned,
 		AvgContainers: r.AvgContainers, SLOCompliance: r.SLOCompliance,
 		P50Ms: r.P50Ms, P99Ms: r.P99Ms, JobsPerContainer: r.JobsPerContainer,
-		EnergyJ: r.EnergyJ, ColdStarts: r.ColdStarts, WallS: r.WallS,
+		EnergyJ: r.EnergyJ, ColdStarts: r.ColdStarts, Rejected: r.Rejected, WallS: r.WallS,
 	}
 }
 

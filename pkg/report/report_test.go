@@ -130,7 +130,7 @@ func TestSummaryJSONHasExactlyTheDocumentedFields(t *testing.T) {
 		t.Fatalf("got %v", top)
 	}
 	want := []string{"app", "avg_containers", "cold_starts", "containers_spawned", "dist", "energy_j",
-		"jobs_per_container", "p50_ms", "p99_ms", "policy", "requests", "slo_compliance", "trace", "wall_s"}
+		"jobs_per_container", "p50_ms", "p99_ms", "policy", "rejected", "requests", "slo_compliance", "trace", "wall_s"}
 	var got []string
 	for k := range top["runs"][1] {
 		got = append(got, k)

@@ -129,3 +129,37 @@ func BenchmarkGantryAblations(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOverloadCost runs the same load (sentiment analysis, Poisson
+// 5000 rps, 20 s) on the default 288 cores, where it does not fit and the
+// queue bound sheds, and on 133 nodes (6384 cores), where it fits, and
+// reports the CPU time per simulated request of each: overload must cost
+// at most twice what the feasible load costs, with the default queue bound
+// and with the largest (100 000 waiting requests per function).
+func BenchmarkOverloadCost(b *testing.B) {
+	tr, err := trace.Generate("poisson", 5000, 20*time.Second, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pol := range []string{"atoll", "cypress", "gantry"} {
+		for _, sc := range []struct {
+			name         string
+			nodes, bound int
+		}{{"fits", 133, 0}, {"overloaded", 6, 0}, {"overloaded-queue-100000", 6, MaxQueueBound}} {
+			b.Run(pol+"/"+sc.name, func(b *testing.B) {
+				var reqs, rejected int64
+				cpu0 := cpuTime()
+				for b.Loop() {
+					res, err := Run(Config{App: paperApp(b, "sentiment-analysis"), Dist: dist(b, "heavy"), Trace: tr, Policy: pol, Seed: 1, Nodes: sc.nodes, MaxQueue: sc.bound})
+					if err != nil {
+						b.Fatal(err)
+					}
+					reqs += res.Requests
+					rejected += res.Rejected
+				}
+				b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(reqs), "cpu-ns/req")
+				b.ReportMetric(float64(rejected)/float64(reqs)*100, "rejected%")
+			})
+		}
+	}
+}

@@ -27,6 +27,22 @@ const (
 	DefaultIdleTimeout       = 10 * time.Minute
 	DefaultWindow            = 10 * time.Second
 	DefaultTick              = 500 * time.Millisecond
+	// DefaultMaxQueue is the live gateway's per-function queue bound
+	// (stack.DefaultMaxQueue): a request that finds this many waiting is
+	// rejected, as the gateway answers 429.
+	DefaultMaxQueue = 1000
+)
+
+// Bounds on the cluster a Config may describe, checked before anything is
+// allocated (the trace's bounds are trace.MaxRate, MaxDuration and
+// MaxRequests).
+const (
+	MaxNodes        = 100_000
+	MaxCoresPerNode = 4096
+	MaxColdStart    = time.Hour
+	// MaxQueueBound is the largest per-function queue bound, the live
+	// gateway's (stack.MaxQueueBound).
+	MaxQueueBound = 100_000
 )
 
 var (
@@ -57,6 +73,13 @@ type Config struct {
 	// Tick is how often the policy's reactive part runs (default 500 ms).
 	ColdStart, IdleTimeout, Window, Tick time.Duration
 
+	// MaxQueue bounds each function's waiting requests (default
+	// DefaultMaxQueue, at most MaxQueueBound; negative means unbounded). A
+	// request that arrives at a full queue is rejected and counted in
+	// Result.Rejected, as the live gateway answers 429; it counts against
+	// SLO compliance.
+	MaxQueue int
+
 	// ColdBoot starts the cluster empty. By default every function starts
 	// with warm containers for the trace's initial load (see prewarm), so
 	// results are not dominated by everyone's cold start at time zero.
@@ -78,6 +101,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&c.Window, DefaultWindow)
 	setDefault(&c.Tick, DefaultTick)
+	setDefault(&c.MaxQueue, DefaultMaxQueue)
 }
 
 func setDefault[T int | time.Duration](v *T, def T) {
@@ -118,6 +142,14 @@ func (c *Config) validateCluster() error {
 		if v.val < 0 {
 			return fmt.Errorf("%w: %s must not be negative", ErrBadConfig, v.name)
 		}
+	}
+	switch {
+	case c.Nodes > MaxNodes || c.CoresPerNode > MaxCoresPerNode:
+		return fmt.Errorf("%w: %d nodes x %d cores is beyond the bounds (%d nodes, %d cores per node)", ErrBadConfig, c.Nodes, c.CoresPerNode, MaxNodes, MaxCoresPerNode)
+	case c.ColdStart > MaxColdStart:
+		return fmt.Errorf("%w: cold start %v is longer than %v", ErrBadConfig, c.ColdStart, MaxColdStart)
+	case c.MaxQueue > MaxQueueBound:
+		return fmt.Errorf("%w: queue bound %d is above %d", ErrBadConfig, c.MaxQueue, MaxQueueBound)
 	}
 	if c.ContainerMemoryMB > c.MemoryPerNodeMB {
 		return fmt.Errorf("%w: a %d MB container does not fit a %d MB node", ErrBadConfig, c.ContainerMemoryMB, c.MemoryPerNodeMB)

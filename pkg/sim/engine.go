@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -45,6 +46,7 @@ type fnRuntime struct {
 }
 
 type engine struct {
+	ctx       context.Context
 	cfg       Config
 	pol       policy.Policy
 	order     policy.Order
@@ -68,6 +70,7 @@ type engine struct {
 	inFlight   int64
 	done       int64
 	spawnFails int64
+	rejected   int64
 	app        latency
 
 	views   []policy.View
@@ -76,8 +79,8 @@ type engine struct {
 	err     error
 }
 
-func newEngine(cfg Config, pol policy.Policy) *engine {
-	e := &engine{cfg: cfg, pol: pol, order: pol.Order(), detail: pol.Detailed(),
+func newEngine(ctx context.Context, cfg Config, pol policy.Policy) *engine {
+	e := &engine{ctx: ctx, cfg: cfg, pol: pol, order: pol.Order(), detail: pol.Detailed(),
 		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
 	e.needPred = e.order != policy.FIFO || e.detail
 	e.dedicated = pol.Dedicated()
@@ -127,9 +130,12 @@ func (e *engine) run() error {
 		e.events.push(t, evArrival, 0)
 	}
 	nextProgress := int64(e.cfg.Window)
-	for e.events.len() > 0 && e.err == nil {
+	for n := 0; e.events.len() > 0 && e.err == nil; n++ {
 		ev := e.events.pop()
 		e.now = ev.at
+		if (ev.kind == evTick || n%checkEvery == 0) && e.stopped() {
+			break
+		}
 		switch ev.kind {
 		case evArrival:
 			e.onArrival()
@@ -145,10 +151,24 @@ func (e *engine) run() error {
 			nextProgress += int64(e.cfg.Window)
 		}
 	}
-	if e.err == nil && (e.done != e.arrivals || e.inFlight != 0) {
-		e.err = fmt.Errorf("%w: %d arrivals, %d completions, %d in flight", ErrInvariant, e.arrivals, e.done, e.inFlight)
+	if e.err == nil && (e.done+e.rejected != e.arrivals || e.inFlight != 0) {
+		e.err = fmt.Errorf("%w: %d arrivals, %d completions, %d rejected, %d in flight", ErrInvariant, e.arrivals, e.done, e.rejected, e.inFlight)
 	}
 	return e.err
+}
+
+// checkEvery is how many events may pass between two looks at the
+// context besides the one at every tick: a tick holds at most MaxRate x
+// Tick arrivals, which could take longer than the second SIGTERM allows.
+const checkEvery = 1 << 16
+
+// stopped reports whether the run's context has ended, and records why.
+func (e *engine) stopped() bool {
+	if e.ctx.Err() == nil {
+		return false
+	}
+	e.err = fmt.Errorf("sim: stopped after %v of %v simulated: %w", time.Duration(e.now), time.Duration(e.end), context.Cause(e.ctx))
+	return true
 }
 
 // nextArrival draws the next arrival after t from a Poisson process whose
@@ -214,6 +234,11 @@ func (e *engine) enqueue(fn int32, r int32) {
 	case rt.queue.Len() == 0 && rt.idle.len() > 0:
 		e.start(rt.idle.popLowest(), r)
 	case e.dedicated && e.bindNew(fn, r):
+	case e.cfg.MaxQueue >= 0 && rt.queue.Len() >= e.cfg.MaxQueue:
+		// The live gateway answers 429 here, before the policy sees the
+		// request.
+		e.reject(fn, r)
+		return
 	default:
 		rt.queue.Push(e.entry(rt, req), r)
 	}
@@ -221,6 +246,17 @@ func (e *engine) enqueue(fn int32, r int32) {
 	if add := e.pol.Arrive(e.policyTime(e.now), int(fn), req.size, c); add > 0 {
 		e.spawn(fn, add)
 	}
+}
+
+// reject drops request r at function fn's full queue. It counts as a
+// request of the function and of the app that missed its SLO.
+func (e *engine) reject(fn int32, r int32) {
+	rt := &e.fns[fn]
+	rt.lat.rejected++
+	e.app.rejected++
+	e.rejected++
+	e.inFlight--
+	e.freeReqs = append(e.freeReqs, r)
 }
 
 // entry is what the run order needs of a request queued at rt. The

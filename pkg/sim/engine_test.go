@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestLeastSlackServesRequestsThatCanStillMeetTheirDeadlineFirst(t *testing.T
 	cfg := Config{App: flatApp(100*time.Millisecond, time.Second), Dist: dist(t, "uniform"),
 		Trace: constantTrace(1, time.Second), Custom: ordered{policy.Fixed(1), policy.LeastSlack}}
 	cfg.applyDefaults()
-	e := newEngine(cfg, cfg.Custom)
+	e := newEngine(context.Background(), cfg, cfg.Custom)
 	rt := &e.fns[0]
 	add := func(arrival int64) int32 {
 		r := e.newRequest()
@@ -113,7 +114,7 @@ func TestISReorderingRunsHeaviestFirstWithinARoundWithoutStarvingEarlierRounds(t
 	cfg := Config{App: flatApp(100*time.Millisecond, time.Second), Dist: dist(t, "uniform"),
 		Trace: constantTrace(1, time.Second), Custom: ordered{policy.Fixed(1), policy.HeaviestFirst}}
 	cfg.applyDefaults()
-	e := newEngine(cfg, cfg.Custom)
+	e := newEngine(context.Background(), cfg, cfg.Custom)
 	rt := &e.fns[0]
 	add := func(enq int64, pred time.Duration) int32 {
 		r := e.newRequest()

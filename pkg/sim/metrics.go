@@ -18,6 +18,7 @@ type latency struct {
 	hist                    *hdrhistogram.Histogram
 	slo                     int64
 	n, within, coldStarts   int64
+	rejected                int64 // requests turned away at a full queue
 	queueNs, coldNs, execNs float64
 }
 
@@ -59,11 +60,12 @@ func (l *latency) mean(sum float64) time.Duration {
 	return time.Duration(sum / float64(l.n))
 }
 
+// compliance counts a rejected request as one that missed its SLO.
 func (l *latency) compliance() float64 {
-	if l.n == 0 {
+	if l.n+l.rejected == 0 {
 		return 0
 	}
-	return float64(l.within) / float64(l.n)
+	return float64(l.within) / float64(l.n+l.rejected)
 }
 
 // cdf samples the latency CDF at fixed quantiles, denser in the tail.

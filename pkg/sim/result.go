@@ -16,6 +16,10 @@ type Result struct {
 	// SpawnFailures counts container starts refused because no node had a
 	// free core and enough memory.
 	SpawnFailures int64 `json:"spawn_failures"`
+	// Rejected counts requests turned away at a full queue (Config.MaxQueue),
+	// as the live gateway answers 429; they are in Requests and count as
+	// SLO misses.
+	Rejected int64 `json:"rejected"`
 
 	AvgContainers  float64       `json:"avg_containers"`
 	PeakContainers float64       `json:"peak_containers"`
@@ -43,6 +47,7 @@ type Result struct {
 type FunctionResult struct {
 	Name              string        `json:"name"`
 	Requests          int64         `json:"requests"`
+	Rejected          int64         `json:"rejected"`
 	ColdStarts        int64         `json:"cold_starts"`
 	ContainersSpawned int64         `json:"containers_spawned"`
 	AvgContainers     float64       `json:"avg_containers"`

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 
@@ -8,7 +9,12 @@ import (
 )
 
 // Run simulates one configuration until every request has completed.
-func Run(cfg Config) (Result, error) {
+func Run(cfg Config) (Result, error) { return RunContext(context.Background(), cfg) }
+
+// RunContext is Run that stops when ctx ends: the engine checks ctx at
+// every policy tick (500 ms of simulated time by default) and every
+// checkEvery events, and returns an error wrapping context.Cause(ctx).
+func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	cfg.applyDefaults()
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
@@ -21,7 +27,7 @@ func Run(cfg Config) (Result, error) {
 		}
 	}
 	wall := time.Now()
-	e := newEngine(cfg, pol)
+	e := newEngine(ctx, cfg, pol)
 	if err := e.run(); err != nil {
 		return Result{}, err
 	}
@@ -62,7 +68,7 @@ func (e *engine) result() Result {
 	span := float64(e.now)
 	res := Result{
 		App: e.cfg.App.Name, Dist: e.cfg.Dist.Name(), Trace: e.cfg.Trace.Name, Policy: e.pol.Name(),
-		Requests: e.arrivals, SpawnFailures: e.spawnFails, SLO: e.cfg.App.SLO,
+		Requests: e.arrivals, SpawnFailures: e.spawnFails, Rejected: e.rejected, SLO: e.cfg.App.SLO,
 		Latency: e.app.summary(),
 		EnergyJ: e.cl.energyJ, SimulatedSeconds: span / 1e9,
 		ColdStarts: e.app.coldStarts, LatencyCDF: e.app.cdf(),
@@ -89,7 +95,7 @@ func (e *engine) functionResult(i int, span, liveArea float64) FunctionResult {
 	rt := &e.fns[i]
 	l := &rt.lat
 	fr := FunctionResult{
-		Name: rt.f.Name, Requests: l.n, ColdStarts: l.coldStarts, ContainersSpawned: rt.m.spawned,
+		Name: rt.f.Name, Requests: l.n + l.rejected, Rejected: l.rejected, ColdStarts: l.coldStarts, ContainersSpawned: rt.m.spawned,
 		PeakContainers: float64(rt.m.peak), SLO: time.Duration(rt.slo), Latency: l.summary(),
 	}
 	if span > 0 {

@@ -167,9 +167,11 @@ func (e *engine) fillViews() {
 	}
 }
 
+// detailView lists fn's queue (its first viewCap requests in run order),
+// running requests and containers for a policy that plans on them.
 func (e *engine) detailView(fn int32, v *policy.View) {
 	rt := &e.fns[fn]
-	e.scratch = rt.queue.Ordered(e.scratch[:0])
+	e.scratch = rt.queue.OrderedFirst(e.scratch[:0], e.viewCap())
 	for _, q := range e.scratch {
 		v.Queue = append(v.Queue, policy.Item{Size: e.reqs[q.Value].size, Exec: time.Duration(q.Pred), Waited: time.Duration(e.now - q.Enq)})
 	}
@@ -184,6 +186,15 @@ func (e *engine) detailView(fn int32, v *policy.View) {
 			v.Running = append(v.Running, policy.Item{Size: r.size, Exec: time.Duration(r.pred), Waited: time.Duration(e.now - c.startAt)})
 		}
 	}
+}
+
+// viewCap bounds the queued requests a detailed view lists: at least the
+// default queue bound, so that under it the policy sees the whole queue,
+// and at least the cluster's cores, more containers than any tick can
+// start. Past it a longer backlog changes nothing a tick costs (the view
+// is built with RunQueue.OrderedFirst) and View.Queued still counts it all.
+func (e *engine) viewCap() int {
+	return max(DefaultMaxQueue, e.cfg.Nodes*e.cfg.CoresPerNode)
 }
 
 // freeIn predicts when a container can take new work, from what a real

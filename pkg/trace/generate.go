@@ -40,6 +40,9 @@ func Generate(name string, rate float64, duration time.Duration, seed uint64) (T
 	if seconds < 1 {
 		return Trace{}, fmt.Errorf("%w: %v", ErrBadDuration, duration)
 	}
+	if err := CheckBounds(rate, duration); err != nil {
+		return Trace{}, err
+	}
 	rng := rand.New(rand.NewPCG(seed, hashName(name)))
 	shape := gen(seconds, rng)
 	return Trace{Name: name, PerSecond: scaleToMean(shape, rate)}, nil

@@ -8,14 +8,15 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxLine bounds one line of input; an Azure row is ~1440 short numbers.
 const maxLine = 1 << 20
 
-// maxSeconds bounds a replayed trace (one week) so that a bad second column
-// cannot make us allocate without limit.
-const maxSeconds = 7 * 24 * 3600
+// maxSeconds bounds a replayed trace (MaxDuration, one week) so that a bad
+// second column or a long file cannot make us allocate without limit.
+const maxSeconds = int(MaxDuration / time.Second)
 
 // ReadCSV reads per-second arrival counts. Each line is either "count" or
 // "second,count"; seconds must increase, and missing seconds count as zero.
@@ -36,6 +37,7 @@ func ReadCSV(r io.Reader) (Trace, error) {
 
 type csvParser struct {
 	counts    []float64
+	total     float64
 	rows      int
 	sawHeader bool
 	firstSec  int
@@ -62,6 +64,22 @@ func (p *csvParser) line(n int, text string) error {
 	count, err := parseCount(fields[0])
 	if err != nil {
 		return lineErr(n, err)
+	}
+	if len(p.counts) >= maxSeconds {
+		return lineErr(n, fmt.Errorf("more than %d seconds (%v)", maxSeconds, MaxDuration))
+	}
+	return p.add(n, count)
+}
+
+// add appends one second's count, holding the file to MaxRate and
+// MaxRequests as it goes.
+func (p *csvParser) add(n int, count float64) error {
+	if count > MaxRate {
+		return lineErr(n, fmt.Errorf("count %v is above %v requests per second", count, float64(MaxRate)))
+	}
+	p.total += count
+	if p.total > MaxRequests {
+		return lineErr(n, fmt.Errorf("the file expects more than %.0e requests in all", float64(MaxRequests)))
 	}
 	p.counts = append(p.counts, count)
 	return nil
@@ -99,8 +117,7 @@ func (p *csvParser) addTimed(n int, fields []string) error {
 	for len(p.counts) < sec-p.firstSec {
 		p.counts = append(p.counts, 0)
 	}
-	p.counts = append(p.counts, count)
-	return nil
+	return p.add(n, count)
 }
 
 // ReadAzure reads the Azure Functions 2019 invocation format: a header, then
@@ -135,6 +152,7 @@ type azureParser struct {
 	sawHeader bool
 	matched   int
 	perMinute []float64
+	total     float64
 }
 
 func (p *azureParser) line(n int, text string) error {
@@ -165,6 +183,13 @@ func (p *azureParser) add(n int, minutes []string) error {
 			return lineErr(n, fmt.Errorf("minute %d: %w", i+1, err))
 		}
 		p.perMinute[i] += c
+		p.total += c
+		if p.perMinute[i] > MaxRate*secondsPerMin {
+			return lineErr(n, fmt.Errorf("minute %d: %v requests is above %v per minute", i+1, p.perMinute[i], float64(MaxRate*secondsPerMin)))
+		}
+	}
+	if p.total > MaxRequests {
+		return lineErr(n, fmt.Errorf("the file expects more than %.0e requests in all", float64(MaxRequests)))
 	}
 	p.matched++
 	return nil

@@ -20,7 +20,40 @@ var (
 	ErrBadDuration = errors.New("duration must be at least 1s")
 	// ErrMalformed is returned for unreadable trace files; the message names the line.
 	ErrMalformed = errors.New("malformed trace")
+	// ErrTooLarge is returned for a rate, a duration or a total number of
+	// expected requests beyond the simulator's bounds (MaxRate,
+	// MaxDuration, MaxRequests). A file beyond them is ErrMalformed.
+	ErrTooLarge = errors.New("beyond the simulator's bounds")
 )
+
+// Bounds on what a trace may ask of the simulator, checked before anything
+// is allocated: a flag or a file beyond them is an error, not a machine
+// brought down by a multi-gigabyte allocation or a run that never ends.
+const (
+	// MaxRate is the largest expected rate in any second (requests/s).
+	MaxRate = 1e6
+	// MaxDuration is the longest trace: one week, 604 800 seconds (4.8 MB
+	// of per-second rates).
+	MaxDuration = 7 * 24 * time.Hour
+	// MaxRequests bounds the expected requests of a whole trace. At the
+	// simulator's 1-3 million requests per CPU-second it is about 5-15
+	// minutes of CPU per policy.
+	MaxRequests = 1e9
+)
+
+// CheckBounds reports whether rate (requests/s) over d stays within
+// MaxRate, MaxDuration and MaxRequests, before any trace is built.
+func CheckBounds(rate float64, d time.Duration) error {
+	switch {
+	case rate > MaxRate:
+		return fmt.Errorf("%w: rate %v requests/s is above %v", ErrTooLarge, rate, float64(MaxRate))
+	case d > MaxDuration:
+		return fmt.Errorf("%w: duration %v is longer than %v", ErrTooLarge, d, MaxDuration)
+	case rate*d.Seconds() > MaxRequests:
+		return fmt.Errorf("%w: %v requests/s over %v is %.3g expected requests, above %.0e", ErrTooLarge, rate, d, rate*d.Seconds(), float64(MaxRequests))
+	}
+	return nil
+}
 
 // Trace is the expected number of arrivals in each second.
 type Trace struct {
@@ -98,6 +131,19 @@ func (t Trace) Validate() error {
 	}
 	if t.Total() <= 0 {
 		return fmt.Errorf("%w: trace %q has no arrivals", ErrMalformed, t.Name)
+	}
+	return t.checkSize()
+}
+
+// checkSize holds a built trace to the same bounds as CheckBounds.
+func (t Trace) checkSize() error {
+	switch {
+	case t.Duration() > MaxDuration:
+		return fmt.Errorf("%w: trace %q lasts %v, longer than %v", ErrTooLarge, t.Name, t.Duration(), MaxDuration)
+	case t.Peak() > MaxRate:
+		return fmt.Errorf("%w: trace %q peaks at %.3g requests/s, above %v", ErrTooLarge, t.Name, t.Peak(), float64(MaxRate))
+	case t.Total() > MaxRequests:
+		return fmt.Errorf("%w: trace %q expects %.3g requests, above %.0e", ErrTooLarge, t.Name, t.Total(), float64(MaxRequests))
 	}
 	return nil
 }
