@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// renderDefault runs `go tool kustomize build config/default`, as make deploy
-// does, and returns the objects.
-func renderDefault(t *testing.T) []*unstructured.Unstructured {
+// render runs `go tool kustomize build config/<dir>`, as make deploy does
+// for config/default, and returns the objects.
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-	cmd := exec.Command("go", "tool", "kustomize", "build", filepath.Join(root, "config", "default"))
+	cmd := exec.Command("go", "tool", "kustomize", "build", filepath.Join(root, "config", dir))
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
@@ -46,10 +46,9 @@ func renderDefault(t *testing.T) []*unstructured.Unstructured {
 	return objs
 }
 
-// The rendered manifests must be accepted by a real apiserver: namespace,
-// CRD, RBAC, the Deployment and the APF objects.
-func TestDeployManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
-	e := setup(t)
+// apply server-side applies objs and returns the kinds it applied.
+func (e *env) apply(t *testing.T, objs []*unstructured.Unstructured) map[string]bool {
+	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(e.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +59,7 @@ func TestDeployManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds := map[string]bool{}
-	for _, obj := range renderDefault(t) {
+	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -77,8 +76,19 @@ func TestDeployManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 		}
 		kinds[gvk.Kind] = true
 	}
+	return kinds
+}
+
+// The rendered manifests must be accepted by a real apiserver: namespace,
+// CRD, RBAC, the Deployment, the APF objects and the admission policy.
+func TestDeployManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
+	e := setup(t)
+	// The admission policy would bound every later test's criticalities.
+	t.Cleanup(func() { e.removeMaxCriticality(t) })
+	kinds := e.apply(t, render(t, "default"))
 	for _, k := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-		"Role", "RoleBinding", "Deployment", "FlowSchema", "PriorityLevelConfiguration"} {
+		"Role", "RoleBinding", "Deployment", "FlowSchema", "PriorityLevelConfiguration",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if !kinds[k] {
 			t.Errorf("config/default renders no %s", k)
 		}
