@@ -46,6 +46,12 @@ bench:
 bench-queue: build
 	./bin/gantry bench queue --duration 5s
 
+# PREEMPT-FaaS RQ1 on the local control plane, Gantry beside vanilla
+# Kubernetes (docs/benchmarks.md); QUICK=1 runs --quick (under 4 minutes).
+.PHONY: bench-orchestration
+bench-orchestration: build controlplane
+	./bin/gantry bench orchestration $(if $(QUICK),--quick) --out out/bench-orchestration
+
 # Simulator and policy-core figures quoted in docs/simulator.md.
 bench-sim:
 	$(GO) test -run '^$$' -bench 'Throughput|Memory' -benchtime 2x ./pkg/sim

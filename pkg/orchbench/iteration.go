@@ -1,0 +1,251 @@
+package orchbench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// iteration runs the churn and the services' scale-ups for one iteration
+// length. Scale-ups started within it are seen through to the end, so an
+// iteration may overrun by one scale-up.
+func (r *runner) iteration(ctx context.Context, w *world, c Case, rep int) error {
+	ictx, cancel := context.WithTimeout(ctx, r.opts.Iteration)
+	defer cancel()
+	var (
+		sink sampleSink
+		wg   sync.WaitGroup
+		errs = make(chan error, r.opts.Services+1)
+	)
+	churned := make(chan int, 1)
+	start := time.Now()
+	wg.Go(func() { churned <- r.churn(ictx, w, c, rep) })
+	for i := range r.opts.Services {
+		wg.Go(func() {
+			if err := r.serviceLoop(ctx, ictx, w, c, rep, i, &sink); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		return err
+	}
+	r.record(w.ctl, c, &sink)
+	objects := <-churned
+	r.addChurn(w.ctl, c, objects, time.Since(start))
+	r.step++
+	r.logf("[%d/%d] %s %s/%d rep %d: %d scale-ups, %d churn objects, starts processing p50 %.0f ms, pods created p50 %.0f ms (%s elapsed)",
+		r.step, r.totalSteps(), w.ctl, c.Mode, c.Burst, rep+1, sink.count(PodsReady), objects,
+		sink.p50(StartsProcessing), sink.p50(PodsCreated), time.Since(r.started).Round(time.Second))
+	return nil
+}
+
+func (r *runner) totalSteps() int {
+	return len(r.opts.Controllers) * len(r.opts.Cases) * r.opts.Repetitions
+}
+
+func (r *runner) record(ctl string, c Case, sink *sampleSink) {
+	for i := range sink.samples {
+		sink.samples[i].Controller, sink.samples[i].Mode, sink.samples[i].Burst = ctl, c.Mode, c.Burst
+	}
+	r.samples = append(r.samples, sink.samples...)
+	for s, n := range sink.missed {
+		r.missed[missKey{ctl, c, Stage(s)}] += n
+	}
+}
+
+// serviceLoop scales one service up and back down until the iteration
+// ends, waiting a random gap between cycles.
+func (r *runner) serviceLoop(ctx, ictx context.Context, w *world, c Case, rep, i int, sink *sampleSink) error {
+	rng := r.rngFor(c, rep, i)
+	if !sleep(ictx, time.Duration(rng.Float64()*float64(r.opts.Gap))) {
+		return nil
+	}
+	for ictx.Err() == nil {
+		if err := r.cycle(ctx, w, rep, i, sink); err != nil {
+			return err
+		}
+		if !sleep(ictx, jitter(rng, r.opts.Gap)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// jitter is uniform in [gap/2, 3gap/2).
+func jitter(rng *rand.Rand, gap time.Duration) time.Duration {
+	return gap/2 + time.Duration(rng.Float64()*float64(gap))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// cycle is one scale-up from zero, timed, then the scale-down back to
+// zero, awaited so the next scale-up starts from zero again.
+func (r *runner) cycle(ctx context.Context, w *world, rep, i int, sink *sampleSink) error {
+	name := serviceName(i)
+	p := w.tracker.begin(name, w.gens[i], r.opts.Replicas)
+	gen, err := w.target.scale(ctx, name, r.opts.Replicas)
+	t0 := time.Now() // the patch has returned: every stage is timed from here
+	if err != nil {
+		w.tracker.end(name)
+		return fmt.Errorf("scale %s up: %w", name, err)
+	}
+	w.gens[i] = gen
+	timeout := time.NewTimer(r.opts.StageTimeout)
+	select {
+	case <-p.done:
+	case <-timeout.C:
+	case <-ctx.Done():
+	}
+	timeout.Stop()
+	seen := w.tracker.end(name)
+	if ctx.Err() != nil {
+		return nil
+	}
+	sink.add(rep, i, t0, seen)
+	return r.scaleDown(ctx, w, i)
+}
+
+func (r *runner) scaleDown(ctx context.Context, w *world, i int) error {
+	name := serviceName(i)
+	gen, err := w.target.scale(ctx, name, 0)
+	if err != nil {
+		return fmt.Errorf("scale %s down: %w", name, err)
+	}
+	w.gens[i] = gen
+	err = poll(ctx, r.opts.StageTimeout, func(context.Context) (bool, error) {
+		return w.tracker.settled(name, !isGantry(w.ctl)), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s did not return to zero pods within %v", name, r.opts.StageTimeout)
+	}
+	return nil
+}
+
+func (s *sampleSink) add(rep, service int, t0 time.Time, seen [numStages]time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for st, at := range seen {
+		if at.IsZero() {
+			s.missed[st]++
+			continue
+		}
+		// An event can arrive before the patch's response is read; the
+		// stage then took no measurable time after the patch returned.
+		ms := max(0, float64(at.Sub(t0))/float64(time.Millisecond))
+		s.samples = append(s.samples, Sample{Rep: rep, Service: service + 1, Stage: Stage(st), Ms: ms})
+	}
+}
+
+func (s *sampleSink) values(st Stage) []float64 {
+	var out []float64
+	for _, x := range s.samples {
+		if x.Stage == st {
+			out = append(out, x.Ms)
+		}
+	}
+	return out
+}
+
+func (s *sampleSink) count(st Stage) int { return len(s.values(st)) }
+
+func (s *sampleSink) p50(st Stage) float64 { return Summarize(s.values(st)).P50 }
+
+// churn creates and deletes single-pod objects in the churn namespace
+// until ctx ends, and returns how many it created. Interval mode starts a
+// burst every IntervalPeriod; continuous mode starts the next burst as
+// soon as the last is deleted.
+func (r *runner) churn(ctx context.Context, w *world, c Case, rep int) int {
+	created := 0
+	for round := 0; ctx.Err() == nil; round++ {
+		start := time.Now()
+		names := make([]string, c.Burst)
+		for j := range names {
+			names[j] = fmt.Sprintf("churn-%s-%d-%d-%d-%d", c.Mode, c.Burst, rep, round, j)
+		}
+		created += parallel(names, func(n string) error { return w.target.createChurn(ctx, n) })
+		// Deletes outlive the iteration briefly so nothing is left behind.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		parallel(names, func(n string) error { return w.target.deleteChurn(dctx, n) })
+		cancel()
+		if c.Mode == ModeInterval && !sleep(ctx, time.Until(start.Add(r.opts.IntervalPeriod))) {
+			break
+		}
+	}
+	return created
+}
+
+// parallel runs f on every name at once, as a burst of clients would, and
+// returns how many succeeded.
+func parallel(names []string, f func(string) error) int {
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+		ok int
+	)
+	for _, n := range names {
+		wg.Go(func() {
+			if f(n) == nil {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return ok
+}
+
+type churnKey struct {
+	controller string
+	c          Case
+}
+
+// Churn is how much interference one controller met in one case: the
+// objects created (and deleted) and their rate over the iterations.
+type Churn struct {
+	Controller string  `json:"controller"`
+	Mode       string  `json:"mode"`
+	Burst      int     `json:"burst"`
+	Objects    int     `json:"objects"`
+	Seconds    float64 `json:"seconds"`
+	PerSecond  float64 `json:"objects_per_s"`
+}
+
+func (r *runner) addChurn(ctl string, c Case, objects int, d time.Duration) {
+	k := churnKey{ctl, c}
+	ch := r.churned[k]
+	if ch == nil {
+		ch = &Churn{Controller: ctl, Mode: c.Mode, Burst: c.Burst}
+		r.churned[k] = ch
+	}
+	ch.Objects += objects
+	ch.Seconds += d.Seconds()
+	ch.PerSecond = float64(ch.Objects) / ch.Seconds
+}
+
+// churnList is the churn in report order.
+func (r *runner) churnList() []Churn {
+	out := []Churn{}
+	for _, c := range r.opts.Cases {
+		for _, ctl := range r.opts.Controllers {
+			if ch := r.churned[churnKey{ctl, c}]; ch != nil {
+				out = append(out, *ch)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package orchbench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+)
+
+// RunStats is one controller's distribution of one stage in one case.
+type RunStats struct {
+	Controller string `json:"controller"`
+	Mode       string `json:"mode"`
+	Burst      int    `json:"burst"`
+	Stage      string `json:"stage"`
+	Summary
+	// Missed counts scale-ups whose stage was not seen within the stage
+	// timeout; they are not in the percentiles.
+	Missed int `json:"missed"`
+}
+
+// Reduction is Gantry's median reduction against vanilla in one case.
+type Reduction struct {
+	Mode  string `json:"mode"`
+	Burst int    `json:"burst"`
+	Stage string `json:"stage"`
+	// MedianReduction is 1 - median(gantry)/median(vanilla); null when
+	// either has no sample.
+	MedianReduction *float64 `json:"median_reduction"`
+}
+
+// Report is the benchmark's result: `--json` prints it.
+type Report struct {
+	Runs       []RunStats  `json:"runs"`
+	Reductions []Reduction `json:"reductions"`
+	// Churn is the interference each controller met; the clients create
+	// RTResources and Deployments at different rates.
+	Churn       []Churn `json:"churn"`
+	Interrupted bool    `json:"interrupted,omitempty"`
+
+	Options Options  `json:"-"`
+	Samples []Sample `json:"-"`
+}
+
+func newReport(opts Options, samples []Sample, missed map[missKey]int) *Report {
+	rep := &Report{Options: opts, Samples: samples, Runs: []RunStats{}, Reductions: []Reduction{}}
+	for _, c := range opts.Cases {
+		for _, ctl := range opts.Controllers {
+			for st := range numStages {
+				rep.Runs = append(rep.Runs, RunStats{
+					Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: st.String(),
+					Summary: Summarize(rep.values(ctl, c, st)), Missed: missed[missKey{ctl, c, st}],
+				})
+			}
+		}
+		if slices.Contains(opts.Controllers, Vanilla) && slices.Contains(opts.Controllers, Gantry) {
+			for st := range numStages {
+				rep.Reductions = append(rep.Reductions, Reduction{Mode: c.Mode, Burst: c.Burst, Stage: st.String(),
+					MedianReduction: finiteOrNil(MedianReduction(rep.values(Vanilla, c, st), rep.values(Gantry, c, st)))})
+			}
+		}
+	}
+	return rep
+}
+
+func finiteOrNil(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
+// values is one controller's samples of one stage in one case, in ms.
+func (r *Report) values(ctl string, c Case, st Stage) []float64 {
+	var out []float64
+	for _, s := range r.Samples {
+		if s.Controller == ctl && s.Mode == c.Mode && s.Burst == c.Burst && s.Stage == st {
+			out = append(out, s.Ms)
+		}
+	}
+	return out
+}
+
+// WriteTable prints the runs and reductions for a terminal.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "controller\tmode\tburst\tstage\tn\tmissed\tp50 ms\tp95 ms\tp99 ms\tmean ms\tstd ms\t")
+	for _, s := range r.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", s.Controller, s.Mode, s.Burst,
+			s.Stage, s.N, s.Missed, s.P50, s.P95, s.P99, s.Mean, s.Std)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Reductions) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "mode\tburst\tstage\tmedian reduction (gantry vs vanilla)\t")
+		for _, d := range r.Reductions {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", d.Mode, d.Burst, d.Stage, percent(d.MedianReduction))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Churn) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "controller\tmode\tburst\tchurn objects\tper s\t")
+		for _, c := range r.Churn {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t\n", c.Controller, c.Mode, c.Burst, c.Objects, c.PerSecond)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if r.Interrupted {
+		_, err := fmt.Fprintln(w, "\ninterrupted: the figures above are partial")
+		return err
+	}
+	return nil
+}
+
+func percent(x *float64) string {
+	if x == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", *x*100)
+}
