@@ -107,6 +107,12 @@ func Ablations() []string {
 
 // New builds the named policy (or ablation) for an app.
 func New(name string, spec Spec) (Policy, error) {
+	if name == "knative" {
+		if len(spec.Functions) == 0 {
+			return nil, fmt.Errorf("%w: no functions", ErrBadSpec)
+		}
+		return newKnative(spec), nil
+	}
 	p, ok := catalog[name]
 	if undo, isAblation := ablations[name]; isAblation {
 		p, ok = catalog["gantry"], true

@@ -142,7 +142,7 @@ type Policy interface {
 
 // names is the order in which reports list the policies: ours last so it
 // reads as the answer to the baselines.
-var names = []string{"atoll", "kraken", "fifer", "isbatch", "cypress", "oracle", "gantry"}
+var names = []string{"atoll", "knative", "kraken", "fifer", "isbatch", "cypress", "oracle", "gantry"}
 
 // Names lists the named policies.
 func Names() []string { return append([]string(nil), names...) }
