@@ -53,6 +53,8 @@ func (r *runner) record(ctl string, c Case, sink *sampleSink) {
 		sink.samples[i].Controller, sink.samples[i].Mode, sink.samples[i].Burst = ctl, c.Mode, c.Burst
 	}
 	r.samples = append(r.samples, sink.samples...)
+	k := churnKey{ctl, c}
+	r.patches[k] = append(r.patches[k], sink.patch...)
 	for s, n := range sink.missed {
 		r.missed[missKey{ctl, c, Stage(s)}] += n
 	}
@@ -97,6 +99,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (r *runner) cycle(ctx context.Context, w *world, rep, i int, sink *sampleSink) error {
 	name := serviceName(i)
 	p := w.tracker.begin(name, w.gens[i], r.opts.Replicas)
+	sent := time.Now()
 	gen, err := w.target.scale(ctx, name, r.opts.Replicas)
 	t0 := time.Now() // the patch has returned: every stage is timed from here
 	if err != nil {
@@ -116,6 +119,7 @@ func (r *runner) cycle(ctx context.Context, w *world, rep, i int, sink *sampleSi
 		return nil
 	}
 	sink.add(rep, i, t0, seen)
+	sink.addPatch(t0.Sub(sent))
 	return r.scaleDown(ctx, w, i)
 }
 
@@ -148,6 +152,14 @@ func (s *sampleSink) add(rep, service int, t0 time.Time, seen [numStages]time.Ti
 		ms := max(0, float64(at.Sub(t0))/float64(time.Millisecond))
 		s.samples = append(s.samples, Sample{Rep: rep, Service: service + 1, Stage: Stage(st), Ms: ms})
 	}
+}
+
+// addPatch records the scale patch's own round trip: how slow the
+// apiserver answers the benchmark's requests under this churn.
+func (s *sampleSink) addPatch(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.patch = append(s.patch, float64(d)/float64(time.Millisecond))
 }
 
 func (s *sampleSink) values(st Stage) []float64 {

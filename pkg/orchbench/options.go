@@ -26,10 +26,14 @@ const (
 	Gantry     = "gantry"      // RTResources, the priority-preemptive engine
 	GantryFIFO = "gantry-fifo" // RTResources, client-go's FIFO workqueue
 	Gantry5    = "gantry-5"    // RTResources, worker pool fixed at 5 (Table 2)
+	// GantryDeploymentChurn scales RTResources while the interference is
+	// vanilla's Deployments: a cluster where both live, and the same
+	// apiserver load as the vanilla case.
+	GantryDeploymentChurn = "gantry-deployment-churn"
 )
 
 // Controllers lists every controller the benchmark knows, in report order.
-var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5}
+var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5, GantryDeploymentChurn}
 
 // Modes lists the interference modes.
 var Modes = []string{ModeInterval, ModeContinuous}

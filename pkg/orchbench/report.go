@@ -36,8 +36,11 @@ type Report struct {
 	Reductions []Reduction `json:"reductions"`
 	// Churn is the interference each controller met; the clients create
 	// RTResources and Deployments at different rates.
-	Churn       []Churn `json:"churn"`
-	Interrupted bool    `json:"interrupted,omitempty"`
+	Churn []Churn `json:"churn"`
+	// PatchRTT is the round trip of the scale patches themselves: the
+	// apiserver's latency for the benchmark's own writes under the churn.
+	PatchRTT    []RunStats `json:"patch_rtt"`
+	Interrupted bool       `json:"interrupted,omitempty"`
 
 	Options Options  `json:"-"`
 	Samples []Sample `json:"-"`
@@ -107,9 +110,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Churn) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "controller\tmode\tburst\tchurn objects\tper s\t")
+		fmt.Fprintln(tw, "controller\tmode\tburst\tchurn objects\tper s\tpatch p50 ms\tpatch p99 ms\t")
 		for _, c := range r.Churn {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t\n", c.Controller, c.Mode, c.Burst, c.Objects, c.PerSecond)
+			pr := r.patchRTT(c.Controller, c.Mode, c.Burst)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n", c.Controller, c.Mode, c.Burst, c.Objects, c.PerSecond, pr.P50, pr.P99)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -127,4 +131,13 @@ func percent(x *float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f%%", *x*100)
+}
+
+func (r *Report) patchRTT(ctl, mode string, burst int) Summary {
+	for _, p := range r.PatchRTT {
+		if p.Controller == ctl && p.Mode == mode && p.Burst == burst {
+			return p.Summary
+		}
+	}
+	return Summary{}
 }

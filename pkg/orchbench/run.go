@@ -45,6 +45,7 @@ type runner struct {
 	samples []Sample
 	missed  map[missKey]int
 	churned map[churnKey]*Churn
+	patches map[churnKey][]float64
 	started time.Time
 	step    int
 }
@@ -61,7 +62,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, started: time.Now()}
+	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{}, started: time.Now()}
 	stop, err := r.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -77,6 +78,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	rep := newReport(opts, r.samples, r.missed)
 	rep.Churn = r.churnList()
+	rep.PatchRTT = r.patchList()
 	rep.Interrupted = ctx.Err() != nil
 	return rep, nil
 }
@@ -217,11 +219,7 @@ func (r *runner) setupWorld(ctx context.Context, ctl string) (*world, error) {
 	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1000000)
 	w := &world{ctl: ctl, tracker: newTracker(),
 		svcNS: "orchbench-" + ctl + "-" + suffix, churnNS: "orchbench-churn-" + ctl + "-" + suffix}
-	if isGantry(ctl) {
-		w.target = rtresources{rts: r.rts, svcNS: w.svcNS, churnNS: w.churnNS}
-	} else {
-		w.target = deployments{kube: r.kube, svcNS: w.svcNS, churnNS: w.churnNS}
-	}
+	w.target = r.targetFor(ctl, w.svcNS, w.churnNS)
 	for _, ns := range []string{w.svcNS, w.churnNS} {
 		if err := r.createNamespace(ctx, ns); err != nil {
 			return w, err
@@ -239,6 +237,21 @@ func (r *runner) setupWorld(ctx context.Context, ctl string) (*world, error) {
 		w.gens = append(w.gens, gen)
 	}
 	return w, r.waitObserved(ctx, w)
+}
+
+// targetFor picks the objects a controller is measured on and the objects
+// that interfere with it.
+func (r *runner) targetFor(ctl, svcNS, churnNS string) target {
+	deps := deployments{kube: r.kube, svcNS: svcNS, churnNS: churnNS}
+	rts := rtresources{rts: r.rts, svcNS: svcNS, churnNS: churnNS}
+	switch {
+	case ctl == GantryDeploymentChurn:
+		return deploymentChurn{rtresources: rts, churn: deps}
+	case isGantry(ctl):
+		return rts
+	default:
+		return deps
+	}
 }
 
 func (r *runner) createNamespace(ctx context.Context, ns string) error {
@@ -357,7 +370,21 @@ func (r *runner) rngFor(c Case, rep, service int) *rand.Rand {
 
 // sampleSink collects one iteration's samples from the service goroutines.
 type sampleSink struct {
+	patch   []float64 // the scale patches' round trips, ms
 	mu      sync.Mutex
 	samples []Sample
 	missed  [numStages]int
+}
+
+// patchList summarises the scale patches' round trips in report order.
+func (r *runner) patchList() []RunStats {
+	out := []RunStats{}
+	for _, c := range r.opts.Cases {
+		for _, ctl := range r.opts.Controllers {
+			if xs, ok := r.patches[churnKey{ctl, c}]; ok {
+				out = append(out, RunStats{Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: "scale_patch_rtt", Summary: Summarize(xs)})
+			}
+		}
+	}
+	return out
 }

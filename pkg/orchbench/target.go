@@ -139,3 +139,17 @@ func (r rtresources) createChurn(ctx context.Context, name string) error {
 func (r rtresources) deleteChurn(ctx context.Context, name string) error {
 	return r.rts.Namespace(r.churnNS).Delete(ctx, name, metav1.DeleteOptions{})
 }
+
+// deploymentChurn scales RTResources while Deployments interfere.
+type deploymentChurn struct {
+	rtresources
+	churn deployments
+}
+
+func (d deploymentChurn) createChurn(ctx context.Context, name string) error {
+	return d.churn.createChurn(ctx, name)
+}
+
+func (d deploymentChurn) deleteChurn(ctx context.Context, name string) error {
+	return d.churn.deleteChurn(ctx, name)
+}
