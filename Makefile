@@ -46,6 +46,13 @@ bench:
 bench-queue: build
 	./bin/gantry bench queue --duration 5s
 
+# Gateway overhead beside the OpenFaaS gateway (docs/benchmarks.md); builds
+# the pinned OpenFaaS gateway into $(GANTRY_CACHE) once.
+.PHONY: bench-gateway
+bench-gateway: build
+	./hack/build-openfaas.sh >/dev/null
+	./bin/gantry bench gateway --out out/bench-gateway
+
 # PREEMPT-FaaS RQ1 on the local control plane, Gantry beside vanilla
 # Kubernetes (docs/benchmarks.md); QUICK=1 runs --quick (under 4 minutes).
 .PHONY: bench-orchestration

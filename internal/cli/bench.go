@@ -18,6 +18,7 @@ func newBenchCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newBenchQueueCmd())
+	cmd.AddCommand(newBenchGatewayCmd())
 	cmd.AddCommand(newBenchOrchestrationCmd())
 	return cmd
 }

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"gantry.dev/gantry/pkg/gatewaybench"
+)
+
+// serveForFlag makes `gantry bench gateway` the Gantry gateway child of a
+// run instead of a run.
+const serveForFlag = "serve-gantry-for"
+
+func newBenchGatewayCmd() *cobra.Command {
+	var (
+		opts          = gatewaybench.DefaultOptions()
+		asJSON        bool
+		quiet         bool
+		out           string
+		gantryProcess bool
+		serveFor      string
+	)
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Latency Gantry's gateway adds, beside the OpenFaaS gateway's, under the same open-loop load",
+		Long: "Starts one in-process echo instance and sends the same open-loop load, in rotating rounds, " +
+			"to it directly, through Gantry's gateway (in a process of its own, and in-process), through a " +
+			"minimal OpenFaaS provider alone, and through " +
+			"the OpenFaaS gateway in front of that provider (when its binary exists: hack/build-openfaas.sh; it binds " +
+			":8080 and :8082, fixed in its source, so they must be free). Reports p50/p90/p99/max per path, " +
+			"the latency each adds over the direct path, and each hop's share.",
+		Example: `  gantry bench gateway
+  gantry bench gateway --rate 1000 --duration 10s --out out/bench-gateway
+  gantry bench gateway --openfaas '' --json     # Gantry's gateway only`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if serveFor != "" {
+				// The child side of the gantry path, started by the run below.
+				return gatewaybench.ServeGantry(cmd.Context(), serveFor, cmd.OutOrStdout())
+			}
+			if err := opts.Validate(); err != nil {
+				return usagef("bench gateway: %v", err)
+			}
+			if gantryProcess {
+				self, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("bench gateway: finding this binary to run Gantry's gateway as a process: %w", err)
+				}
+				opts.Gantry = []string{self, "bench", "gateway", "--" + serveForFlag}
+			}
+			if !quiet {
+				opts.Log = cmd.ErrOrStderr()
+			}
+			rep, err := gatewaybench.Run(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				if err := rep.WriteDir(out); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			} else {
+				err = rep.WriteTable(cmd.OutOrStdout())
+			}
+			if err == nil && rep.Interrupted {
+				err = fmt.Errorf("bench gateway: interrupted; the figures above are partial")
+			}
+			return err
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("bench gateway: %v", err) })
+	f := cmd.Flags()
+	f.Float64Var(&opts.Rate, "rate", opts.Rate, fmt.Sprintf("requests/s on each path, Poisson arrivals, at most %d", gatewaybench.MaxRate))
+	f.DurationVar(&opts.Duration, "duration", opts.Duration, fmt.Sprintf("measured load on each path, a whole number of rounds, at most %v", gatewaybench.MaxDuration))
+	f.DurationVar(&opts.Round, "round", opts.Round, "load on one path before the next takes over (whole seconds)")
+	f.DurationVar(&opts.Warmup, "warmup", opts.Warmup, "unmeasured load on each path first (whole seconds, 0 for none)")
+	f.Uint64Var(&opts.Seed, "seed", opts.Seed, "seed of the arrivals; every path gets the same schedule in a round")
+	f.IntVar(&opts.BodyBytes, "body-bytes", opts.BodyBytes, "request body size; the instance echoes it")
+	f.IntVar(&opts.MaxInFlight, "max-inflight", opts.MaxInFlight, "bound on concurrent requests; arrivals past it count as errors")
+	f.IntVar(&opts.GOMAXPROCS, "gomaxprocs", 0, "GOMAXPROCS for this process and the OpenFaaS gateway (0: this process's, passed on)")
+	f.StringVar(&opts.OpenFaaS, "openfaas", opts.OpenFaaS, "OpenFaaS gateway binary (built by hack/build-openfaas.sh); '' skips its path")
+	f.StringVar(&opts.OpenFaaSLog, "openfaas-log", "", "keep the OpenFaaS gateway's output in this file (default: a temporary file, removed)")
+	f.DurationVar(&opts.ReadyWait, "ready-wait", opts.ReadyWait, "how long the OpenFaaS gateway may take to answer")
+	f.BoolVar(&asJSON, "json", false, `print one JSON object {"paths":[{"path","p50_us","p90_us","p99_us","max_us","added_p50_us","added_p99_us",...}],"hops","targets","openfaas",...}`)
+	f.StringVar(&out, "out", "", "write paths.csv, rounds.csv, latency.png, report.md and report.json into this directory")
+	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	f.BoolVar(&gantryProcess, "gantry-process", true, "also run Gantry's gateway in a process of its own, as `gantry serve` and the OpenFaaS gateway run (the in-process one is always measured)")
+	f.StringVar(&serveFor, serveForFlag, "", "internal: serve Gantry's gateway for the instance at this address and print its URL")
+	_ = f.MarkHidden(serveForFlag)
+	return cmd
+}

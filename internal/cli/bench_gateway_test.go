@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+)
+
+// Every out-of-bounds flag is a usage error (exit 2) before anything starts.
+func TestBenchGatewayBadFlagsAreUsageErrors(t *testing.T) {
+	cases := [][]string{
+		{"--rate", "0"},
+		{"--rate", "20001"},
+		{"--rate", "NaN"},
+		{"--duration", "11m"},
+		{"--duration", "500ms"},
+		{"--duration", "5s", "--round", "2s"},
+		{"--round", "1500ms"},
+		{"--warmup", "-1s"},
+		{"--body-bytes", "0"},
+		{"--max-inflight", "0"},
+		{"--gomaxprocs", "-1"},
+		{"--ready-wait", "0s"},
+		{"--rate", "fast"},
+		{"--no-such-flag"},
+		{"extra-arg"},
+	}
+	for _, args := range cases {
+		root := newRootCmd()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(append([]string{"bench", "gateway"}, args...))
+		err := root.ExecuteContext(context.Background())
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("gantry bench gateway %v: got %v, want a usage error", args, err)
+		}
+	}
+}
+
+// --json prints exactly one JSON object; --openfaas ” skips that path.
+func TestBenchGatewayJSONIsOneObject(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs load for a few seconds")
+	}
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetErr(io.Discard)
+	dir := filepath.Join(t.TempDir(), "out")
+	root.SetArgs([]string{"bench", "gateway", "--json", "--quiet", "--rate", "50", "--duration", "1s", "--warmup", "0s",
+		"--openfaas", "", "--out", dir})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(&out)
+	var rep struct {
+		Paths []struct {
+			Path  string  `json:"path"`
+			P99us float64 `json:"p99_us"`
+		} `json:"paths"`
+		OpenFaaS struct {
+			Measured bool   `json:"measured"`
+			Note     string `json:"note"`
+		} `json:"openfaas"`
+	}
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	if dec.More() {
+		t.Error("more than one JSON value on stdout")
+	}
+	if len(rep.Paths) != 3 || rep.OpenFaaS.Measured || rep.OpenFaaS.Note == "" {
+		t.Errorf("report %+v", rep)
+	}
+}
