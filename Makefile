@@ -59,6 +59,13 @@ bench-gateway: build
 bench-orchestration: build controlplane
 	./bin/gantry bench orchestration $(if $(QUICK),--quick) --out out/bench-orchestration
 
+# The simulator against the live platform with the model-replay function
+# (docs/platform.md, "Simulator against live"): about 8 minutes per policy.
+.PHONY: bench-simlive
+bench-simlive: build
+	./bin/gantry bench simlive --app email-categorization --policy gantry --rate 10 --duration 90s --start-delay 1.5s --runs 5 --out out/simlive/gantry
+	./bin/gantry bench simlive --app email-categorization --policy cypress --rate 10 --duration 90s --start-delay 1.5s --runs 5 --out out/simlive/cypress
+
 # Simulator and policy-core figures quoted in docs/simulator.md.
 bench-sim:
 	$(GO) test -run '^$$' -bench 'Throughput|Memory' -benchtime 2x ./pkg/sim

@@ -19,6 +19,7 @@ func newBenchCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newBenchQueueCmd())
 	cmd.AddCommand(newBenchGatewayCmd())
+	cmd.AddCommand(newBenchSimLiveCmd())
 	cmd.AddCommand(newBenchOrchestrationCmd())
 	return cmd
 }

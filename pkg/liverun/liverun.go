@@ -50,6 +50,14 @@ type Config struct {
 	StartDelay time.Duration
 	// Stack replaces the embedded examples/stack.yml.
 	Stack *stack.Stack
+	// Replay serves App as the simulator models it (ReplayStack: every
+	// function is `gantry fn replay`, with the simulator's SLO split)
+	// instead of the example functions, so that a run can be set against
+	// sim.Run on the same trace. It excludes Stack.
+	Replay bool
+	// Tick, Window and IdleTimeout configure the dispatcher (zero: its
+	// defaults, 250 ms, 10 s and 60 s).
+	Tick, Window, IdleTimeout time.Duration
 	// Progress is called about every second of the measured run.
 	Progress func(p Progress)
 	Logger   *slog.Logger
@@ -110,6 +118,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: duration %v must be in [1s, %v]", ErrBadConfig, c.Duration, MaxDuration)
 	case c.Warmup > MaxDuration:
 		return fmt.Errorf("%w: warm-up %v must be at most %v", ErrBadConfig, c.Warmup, MaxDuration)
+	case c.Tick < 0 || c.Window < 0 || c.IdleTimeout < 0:
+		return fmt.Errorf("%w: tick %v, window %v and idle timeout %v must not be negative", ErrBadConfig, c.Tick, c.Window, c.IdleTimeout)
+	case c.Replay && c.Stack != nil:
+		return fmt.Errorf("%w: a replay run builds its own stack", ErrBadConfig)
 	}
 	return nil
 }
@@ -120,27 +132,46 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	plan, err := newPlan(cfg)
+	var calib calibration
+	if cfg.Replay {
+		model, err := workload.Lookup(cfg.App)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(Progress{Phase: "calibrate"})
+		}
+		if calib, err = calibrate(ctx, cfg, model); err != nil {
+			return nil, err
+		}
+	}
+	plan, err := newPlan(cfg, calib.ColdStart)
 	if err != nil {
 		return nil, err
 	}
-	instLog := cfg.InstanceLog
-	if instLog == nil {
-		instLog = io.Discard
-	}
-	be := backend.NewLocal(backend.LocalConfig{StartDelay: cfg.StartDelay, Log: instLog, Logger: cfg.Logger})
+	colds := &coldStartLog{}
+	be := recordingBackend{Backend: backend.NewLocal(backend.LocalConfig{StartDelay: cfg.StartDelay,
+		Log: instanceLog(cfg), Logger: cfg.Logger}), log: colds}
 	srv, err := gateway.Start(ctx, gateway.ServerConfig{Addr: "127.0.0.1:0", Stack: plan.stack, Backend: be,
-		Dispatch: dispatch.Config{Policy: cfg.Policy, Capacity: cfg.Capacity, Seed: cfg.Seed, Logger: cfg.Logger},
-		Gateway:  gateway.Config{Logger: cfg.Logger}})
+		Dispatch: dispatch.Config{Policy: cfg.Policy, Capacity: cfg.Capacity, Seed: cfg.Seed, Logger: cfg.Logger,
+			Tick: cfg.Tick, Window: cfg.Window, IdleTimeout: cfg.IdleTimeout},
+		Gateway: gateway.Config{Logger: cfg.Logger}})
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return plan.drive(ctx, cfg, srv)
+	// The policy's clock (its windows and the autoscaler's ticks) starts
+	// when the gateway deploys the stack, just before this.
+	started := time.Now()
+	defer shutdown(srv)
+	rep, err := plan.drive(ctx, cfg, srv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Replay {
+		rep.replay = &replayFacts{calib: calib, coldStarts: colds.between(rep.from, rep.to),
+			loadOffset: rep.load.Start.Sub(started)}
+	}
+	return rep, nil
 }
 
 // plan is what a run sends: the stack, the app's chain and its load.
@@ -153,8 +184,19 @@ type plan struct {
 	slo     time.Duration
 }
 
-func newPlan(cfg Config) (*plan, error) {
+// newPlan builds what a run sends; coldStart is the replay stack's planned
+// cold start.
+func newPlan(cfg Config, coldStart time.Duration) (*plan, error) {
 	s := cfg.Stack
+	if cfg.Replay {
+		model, err := workload.Lookup(cfg.App)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
+		}
+		if s, err = ReplayStack(model, coldStart); err != nil {
+			return nil, err
+		}
+	}
 	if s == nil {
 		var err error
 		if s, err = stack.Parse("examples/stack.yml", examples.Stack); err != nil {
@@ -178,7 +220,11 @@ func newPlan(cfg Config) (*plan, error) {
 	if p.dist, err = workload.LookupDist(cfg.Dist); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	if p.payload, err = functions.Payload(cfg.App); err != nil {
+	payload := cfg.App
+	if cfg.Replay {
+		payload = "replay:" + cfg.App
+	}
+	if p.payload, err = functions.Payload(payload); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
 	p.slo = p.app.SLO
@@ -202,6 +248,15 @@ func (p *plan) load(cfg Config, srv *gateway.Server, length time.Duration, seed 
 	lc := loadgen.Config{URL: srv.URL() + "/app/" + p.app.Name, Trace: tr, Dist: p.dist,
 		MinSize: p.model.MinSize, MaxSize: p.model.MaxSize, Payload: loadgen.Payload(p.payload),
 		Pool: 4, Seed: seed, SLO: p.slo, ProgressEvery: time.Second}
+	if cfg.Replay {
+		// A pooled payload carries its bucket's middle size in
+		// X-Input-Size, which would quantize the sizes to 16 values where
+		// the simulator draws them exactly; replay bodies are tiny, so
+		// each request builds its own.
+		lc.Pool = 0
+		// bench simlive promises to stop within a second of SIGINT.
+		lc.Drain = 500 * time.Millisecond
+	}
 	if cfg.Progress != nil {
 		lc.Progress = func(sent, done int64, elapsed, total time.Duration) {
 			cfg.Progress(Progress{Phase: phase, Elapsed: elapsed, Total: total, Sent: sent, Done: done, Live: srv.D.Live()})

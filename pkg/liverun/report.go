@@ -44,6 +44,10 @@ type Report struct {
 
 	live []LivePoint
 	load *loadgen.Result
+	// from and to bound the measured phase on the wall clock.
+	from, to time.Time
+	// replay is what a replay run measured besides the report's figures.
+	replay *replayFacts
 }
 
 // FunctionReport is one function of the app over the measured phase.
@@ -63,7 +67,8 @@ func newReport(cfg Config, p *plan, res *loadgen.Result, before, after counters,
 		Requests: s.Requests, Errors: s.Errors, ErrorsByKind: s.ErrorsByKind, SLOMs: s.SLOMs,
 		SLOCompliance: s.SLOCompliance, ContainersSpawned: after.spawned - before.spawned,
 		P50Ms: s.P50Ms, P95Ms: s.P95Ms, P99Ms: s.P99Ms, MaxMs: s.MaxMs, ThroughputRPS: s.ThroughputRPS,
-		DurationS: s.DurationS, Interrupted: res.Interrupted, live: live, load: res}
+		DurationS: s.DurationS, Interrupted: res.Interrupted, live: live, load: res,
+		from: before.at, to: after.at}
 	if elapsed > 0 {
 		r.AvgContainers = (after.instanceSeconds - before.instanceSeconds) / elapsed
 	}
@@ -142,6 +147,11 @@ func (r *Report) WriteDir(dir string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	return r.writePlots(dir)
+}
+
+// writePlots writes latency.png and instances.png into dir.
+func (r *Report) writePlots(dir string) error {
 	if err := loadgen.WritePlot(filepath.Join(dir, "latency.png"), r.load); err != nil {
 		return err
 	}
