@@ -168,6 +168,7 @@ type ctrlOpts struct {
 // running is an in-process controller the test can stop.
 type running struct {
 	c      *rtcontroller.Controller
+	engine rtcontroller.Engine
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -186,6 +187,11 @@ func (r *running) stop(t *testing.T) {
 }
 
 func (e *env) newController(t *testing.T, o ctrlOpts) *rtcontroller.Controller {
+	c, _ := e.newControllerAndEngine(t, o)
+	return c
+}
+
+func (e *env) newControllerAndEngine(t *testing.T, o ctrlOpts) (*rtcontroller.Controller, rtcontroller.Engine) {
 	t.Helper()
 	if o.queue == "" {
 		o.queue = rtcontroller.QueueRT
@@ -204,15 +210,17 @@ func (e *env) newController(t *testing.T, o ctrlOpts) *rtcontroller.Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, engine
 }
 
 // startController runs a controller for the test's namespace until the test
 // ends or stop is called.
 func (e *env) startController(t *testing.T, o ctrlOpts) *running {
 	t.Helper()
-	c := e.newController(t, o)
-	return e.run(t, c, func(ctx context.Context) error { return c.Run(ctx) })
+	c, engine := e.newControllerAndEngine(t, o)
+	r := e.run(t, c, func(ctx context.Context) error { return c.Run(ctx) })
+	r.engine = engine
+	return r
 }
 
 func (e *env) run(t *testing.T, c *rtcontroller.Controller, f func(context.Context) error) *running {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -77,10 +78,22 @@ func orderRun(t *testing.T, queue string) (jumpedBy, queued int) {
 	// takes over half a second) make a queue build up, and keep the informer's
 	// delay in delivering the scale-up far shorter than one reconcile. The
 	// reserve is off so priority order alone decides.
-	e.startController(t, ctrlOpts{queue: queue, qps: 5, burst: 1,
+	r := e.startController(t, ctrlOpts{queue: queue, qps: 5, burst: 1,
 		pool: rtqueue.PoolConfig{Min: 1, Max: 1, IdleThreshold: 1}})
 	crit := e.create(t, e.newRT("critical", 0, 90))
 	e.waitReady(t, "critical", 0)
+	// The critical object's own status writes wake its key again; were that
+	// entry still queued when the churn starts, the scale-up would merge
+	// into it (a work queue holds a key once) and take its earlier place.
+	// Start the churn from an idle queue, as the scale-up of a settled
+	// service does.
+	e.eventually(t, "the controller to go idle", func(context.Context) (bool, error) {
+		if r.engine.Queue().Len() != 0 {
+			return false, nil
+		}
+		time.Sleep(time.Second) // a reconcile in flight may still write status
+		return r.engine.Queue().Len() == 0, nil
+	})
 	m := e.watchMarks(t, e.get(t, "critical").ResourceVersion)
 
 	const lows = 15
