@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 type loadKind uint8
 
@@ -62,10 +65,23 @@ type parts struct {
 	// its mean execution time instead of carrying the predicted input
 	// sizes down the chain (Cypress figure 2's "No CP").
 	noChain bool
+	// instances, when set, is SimFaaS's instance model (see Instances).
+	instances *Instances
 }
 
+// CommercialKeepAlive is how long the commercial baseline keeps an idle
+// instance after its last request: our choice, shorter than the paper
+// matrix's 10-minute runs so that instances do expire within them.
+const CommercialKeepAlive = 2 * time.Minute
+
 var catalog = map[string]parts{
-	"atoll":   {order: FIFO, load: loadNone, sizing: sizeNone, react: reactPerRequest},
+	"atoll": {order: FIFO, load: loadNone, sizing: sizeNone, react: reactPerRequest},
+	// commercial is a commercial platform as SimFaaS models it: a request
+	// runs on the newest idle instance, or on a new instance of its own
+	// after a cold start; an instance expires a fixed time after its last
+	// request; nothing queues.
+	"commercial": {order: FIFO, load: loadNone, sizing: sizeNone, react: reactPerRequest,
+		instances: &Instances{NewestFirst: true, KeepAlive: CommercialKeepAlive}},
 	"kraken":  {order: FIFO, load: loadEWMA, sizing: sizeStatic, react: reactBottleneck, chainExtra: 0.1},
 	"fifer":   {order: FIFO, load: loadLinReg, sizing: sizeStatic, react: reactBottleneck},
 	"isbatch": {order: FIFO, load: loadEWMA, sizing: sizeIS, react: reactOverload},

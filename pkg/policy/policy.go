@@ -140,9 +140,26 @@ type Policy interface {
 	Plan(now time.Time, views []View, out []Decision)
 }
 
+// Instances is how a driver manages a policy's idle instances when the
+// policy implements InstanceModel and returns a non-nil value.
+type Instances struct {
+	// NewestFirst gives a request the idle instance created last, as
+	// SimFaaS does, instead of the driver's default choice.
+	NewestFirst bool
+	// KeepAlive, when positive, expires an instance exactly this long
+	// after its last request finished.
+	KeepAlive time.Duration
+}
+
+// InstanceModel is implemented by policies that fix how idle instances
+// are picked and expired (the commercial baseline).
+type InstanceModel interface {
+	Instances() *Instances
+}
+
 // names is the order in which reports list the policies: ours last so it
 // reads as the answer to the baselines.
-var names = []string{"atoll", "knative", "kraken", "fifer", "isbatch", "cypress", "oracle", "gantry"}
+var names = []string{"atoll", "commercial", "knative", "kraken", "fifer", "isbatch", "cypress", "oracle", "gantry"}
 
 // Names lists the named policies.
 func Names() []string { return append([]string(nil), names...) }

@@ -63,10 +63,15 @@ type Record struct {
 	SpawnFailures int64 `json:"spawn_failures"`
 	// Rejected counts requests turned away at a full queue, as the live
 	// gateway answers 429; they are in Requests and count as SLO misses.
-	Rejected   int64            `json:"rejected"`
-	WallS      float64          `json:"wall_s"`
-	Functions  []FunctionRecord `json:"functions,omitempty"`
-	LatencyCDF []CDFPoint       `json:"latency_cdf,omitempty"`
+	Rejected int64 `json:"rejected"`
+	// AvgRunning, AvgIdle and ColdStartProb are SimFaaS's instance
+	// metrics (see sim.Result).
+	AvgRunning    float64          `json:"avg_running"`
+	AvgIdle       float64          `json:"avg_idle"`
+	ColdStartProb float64          `json:"cold_start_prob"`
+	WallS         float64          `json:"wall_s"`
+	Functions     []FunctionRecord `json:"functions,omitempty"`
+	LatencyCDF    []CDFPoint       `json:"latency_cdf,omitempty"`
 }
 
 // Summary is the fixed set of fields `gantry sim --json` prints per run.

@@ -25,6 +25,10 @@ type container struct {
 	req   int32
 	state containerState
 	fresh bool // has not served a request since its cold start
+	// seq is the container's creation order; idleGen counts its idle
+	// periods, so a stale entry of the newest-first pool can be told.
+	seq     uint64
+	idleGen uint32
 	// bound is the request this starting container was started for, under
 	// a dedicated policy (-1 otherwise): it runs that request when ready.
 	bound   int32

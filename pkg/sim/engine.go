@@ -53,6 +53,9 @@ type engine struct {
 	detail    bool
 	needPred  bool
 	dedicated bool
+	// inst is the policy's instance model (nil: the engine's default).
+	inst     *policy.Instances
+	spawnSeq uint64
 
 	fns      []fnRuntime
 	cl       *cluster
@@ -84,6 +87,9 @@ func newEngine(ctx context.Context, cfg Config, pol policy.Policy) *engine {
 		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
 	e.needPred = e.order != policy.FIFO || e.detail
 	e.dedicated = pol.Dedicated()
+	if im, ok := pol.(policy.InstanceModel); ok {
+		e.inst = im.Instances()
+	}
 	e.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
 	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
 	e.execRng = rand.New(rand.NewPCG(cfg.Seed, 3))
@@ -132,6 +138,9 @@ func (e *engine) run() error {
 	nextProgress := int64(e.cfg.Window)
 	for n := 0; e.events.len() > 0 && e.err == nil; n++ {
 		ev := e.events.pop()
+		if ev.kind == evExpire && e.now >= e.end && e.inFlight == 0 {
+			continue // the run is over; keep-alives left pending do not extend it
+		}
 		e.now = ev.at
 		if (ev.kind == evTick || n%checkEvery == 0) && e.stopped() {
 			break
@@ -145,6 +154,8 @@ func (e *engine) run() error {
 			e.onReady(ev.id)
 		case evTick:
 			e.onTick()
+		case evExpire:
+			e.onExpire(ev.id)
 		}
 		if e.cfg.Progress != nil && e.now >= nextProgress {
 			e.cfg.Progress(time.Duration(min(e.now, e.end)), time.Duration(e.end))
@@ -232,7 +243,7 @@ func (e *engine) enqueue(fn int32, r int32) {
 	}
 	switch {
 	case rt.queue.Len() == 0 && rt.idle.len() > 0:
-		e.start(rt.idle.popLowest(), r)
+		e.start(e.takeIdle(rt), r)
 	case e.dedicated && e.bindNew(fn, r):
 	case e.cfg.MaxQueue >= 0 && rt.queue.Len() >= e.cfg.MaxQueue:
 		// The live gateway answers 429 here, before the policy sees the
@@ -321,7 +332,40 @@ func (e *engine) free(id int32) {
 		return
 	}
 	c.state, c.idleAt = csIdle, e.now
+	c.idleGen++
 	rt.idle.push(id, c.node)
+	if e.inst != nil {
+		if e.inst.NewestFirst {
+			rt.idle.compactNewest(e.ctrs)
+			rt.idle.pushNewest(id, c.seq, c.idleGen)
+		}
+		if e.inst.KeepAlive > 0 {
+			e.events.push(e.now+int64(e.inst.KeepAlive), evExpire, id)
+		}
+	}
+}
+
+// takeIdle takes the idle container a request should run on: the newest
+// by creation under a NewestFirst instance model, else the most recently
+// idle on the lowest node.
+func (e *engine) takeIdle(rt *fnRuntime) int32 {
+	if e.inst != nil && e.inst.NewestFirst {
+		id := rt.idle.popNewest(e.ctrs)
+		rt.idle.remove(id, e.ctrs[id].node)
+		return id
+	}
+	return rt.idle.popLowest()
+}
+
+// onExpire retires container id if it is still in the idle period whose
+// keep-alive ends now (SimFaaS's expiration threshold).
+func (e *engine) onExpire(id int32) {
+	c := &e.ctrs[id]
+	if c.state != csIdle || c.idleAt+int64(e.inst.KeepAlive) != e.now {
+		return // it took a request since, or the slot was reused
+	}
+	e.fns[c.fn].idle.remove(id, c.node)
+	e.kill(id)
 }
 
 // advanceRequest moves a request to the next function, or completes it.
@@ -357,6 +401,8 @@ func (e *engine) onReady(id int32) {
 	rt.m.starting--
 	if r := c.bound; r >= 0 {
 		c.bound = -1
+		rt.m.advance(e.now)
+		rt.m.bound--
 		e.start(id, r)
 		return
 	}
@@ -373,5 +419,8 @@ func (e *engine) bindNew(fn int32, r int32) bool {
 		return false
 	}
 	e.ctrs[id].bound = r
+	rt := &e.fns[fn]
+	rt.m.advance(e.now)
+	rt.m.bound++
 	return true
 }

@@ -7,6 +7,7 @@ const (
 	evDone                 // container id finishes its request
 	evReady                // container id finishes its cold start
 	evTick                 // the policy's planning tick
+	evExpire               // idle container id reaches its keep-alive
 )
 
 type event struct {

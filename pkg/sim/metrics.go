@@ -90,14 +90,19 @@ func (l *latency) cdf() []CDFPoint {
 type fnMetrics struct {
 	spawned, jobs        int64
 	live, busy, starting int
-	peak                 int
-	liveArea, busyArea   float64 // container·ns
-	lastT                int64
+	// bound counts starting containers that hold a request (dedicated
+	// policies): SimFaaS counts them as running.
+	bound              int
+	peak               int
+	liveArea, busyArea float64 // container·ns
+	boundArea          float64
+	lastT              int64
 }
 
 func (m *fnMetrics) advance(t int64) {
 	dt := float64(t - m.lastT)
 	m.liveArea += float64(m.live) * dt
 	m.busyArea += float64(m.busy) * dt
+	m.boundArea += float64(m.bound) * dt
 	m.lastT = t
 }

@@ -21,9 +21,16 @@ type Result struct {
 	// SLO misses.
 	Rejected int64 `json:"rejected"`
 
-	AvgContainers  float64       `json:"avg_containers"`
-	PeakContainers float64       `json:"peak_containers"`
-	SLO            time.Duration `json:"slo"`
+	AvgContainers  float64 `json:"avg_containers"`
+	PeakContainers float64 `json:"peak_containers"`
+	// AvgRunning is the time-averaged number of instances running a
+	// request, counting an instance started for a request as running
+	// during its cold start (SimFaaS's "running"); AvgIdle is the rest of
+	// AvgContainers. ColdStartProb is ColdStarts over completed requests.
+	AvgRunning    float64       `json:"avg_running"`
+	AvgIdle       float64       `json:"avg_idle"`
+	ColdStartProb float64       `json:"cold_start_prob"`
+	SLO           time.Duration `json:"slo"`
 	// Latency is end to end, against the app SLO.
 	Latency
 

@@ -85,6 +85,17 @@ func (e *engine) result() Result {
 		res.AvgContainers += fr.AvgContainers
 	}
 	res.PeakContainers = float64(e.cl.peakLive)
+	if span > 0 {
+		var running float64
+		for i := range e.fns {
+			running += e.fns[i].m.busyArea + e.fns[i].m.boundArea
+		}
+		res.AvgRunning = running / span
+		res.AvgIdle = max(0, res.AvgContainers-res.AvgRunning)
+	}
+	if n := e.app.n; n > 0 {
+		res.ColdStartProb = float64(e.app.coldStarts) / float64(n)
+	}
 	if res.AvgContainers > 0 {
 		res.JobsPerContainer = float64(e.arrivals) / res.AvgContainers
 	}

@@ -28,8 +28,9 @@ func (e *engine) spawnOne(fn int32) int32 {
 	}
 	rt := &e.fns[fn]
 	id := e.newContainer()
+	e.spawnSeq++
 	e.ctrs[id] = container{fn: fn, node: node, state: csStarting, fresh: true, bound: -1,
-		spawnAt: e.now, readyAt: e.now + int64(e.cfg.ColdStart)}
+		spawnAt: e.now, readyAt: e.now + int64(e.cfg.ColdStart), seq: e.spawnSeq}
 	rt.m.advance(e.now)
 	rt.m.live++
 	rt.m.starting++
@@ -217,6 +218,91 @@ type idlePool struct {
 	byNode [][]int32 // per node, idle container ids, oldest first
 	n      int
 	low    int // no node below low has an idle container
+	// newest is a max-heap by creation order of the idle periods, for a
+	// NewestFirst instance model; entries of periods that ended otherwise
+	// are skipped when they surface.
+	newest []idleRef
+}
+
+type idleRef struct {
+	seq uint64
+	gen uint32
+	id  int32
+}
+
+func (p *idlePool) pushNewest(id int32, seq uint64, gen uint32) {
+	p.newest = append(p.newest, idleRef{seq: seq, gen: gen, id: id})
+	h := p.newest
+	for i := len(h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if h[up].seq >= h[i].seq {
+			break
+		}
+		h[i], h[up] = h[up], h[i]
+		i = up
+	}
+}
+
+// popNewest removes and returns the idle container created last. The pool
+// must hold one.
+func (p *idlePool) popNewest(ctrs []container) int32 {
+	for {
+		h := p.newest
+		top := h[0]
+		last := len(h) - 1
+		h[0] = h[last]
+		h = h[:last]
+		p.newest = h
+		for i := 0; ; {
+			c := 2*i + 1
+			if c >= last {
+				break
+			}
+			if c+1 < last && h[c+1].seq > h[c].seq {
+				c++
+			}
+			if h[i].seq >= h[c].seq {
+				break
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+		if c := &ctrs[top.id]; c.state == csIdle && c.seq == top.seq && c.idleGen == top.gen {
+			return top.id
+		}
+	}
+}
+
+// compactNewest drops the entries of idle periods that have ended once
+// they outnumber the live ones, so the heap stays proportional to the
+// idle containers.
+func (p *idlePool) compactNewest(ctrs []container) {
+	if len(p.newest) <= 2*p.n+64 {
+		return
+	}
+	h := p.newest
+	kept := h[:0]
+	for _, r := range h {
+		if c := &ctrs[r.id]; c.state == csIdle && c.seq == r.seq && c.idleGen == r.gen {
+			kept = append(kept, r)
+		}
+	}
+	p.newest = nil
+	for _, r := range kept {
+		p.pushNewest(r.id, r.seq, r.gen)
+	}
+}
+
+// remove takes container id out of node's idle list.
+func (p *idlePool) remove(id, node int32) {
+	s := p.byNode[node]
+	for i, x := range s {
+		if x == id {
+			p.byNode[node] = append(s[:i], s[i+1:]...)
+			p.n--
+			return
+		}
+	}
 }
 
 func newIdlePool(nodes int) idlePool { return idlePool{byNode: make([][]int32, nodes), low: nodes} }
