@@ -21,7 +21,7 @@ func (r *runner) iteration(ctx context.Context, w *world, c Case, rep int) error
 	)
 	churned := make(chan int, 1)
 	start := time.Now()
-	wg.Go(func() { churned <- r.churn(ictx, w, c, rep) })
+	wg.Go(func() { churned <- r.churn(ctx, ictx, w, c, rep) })
 	for i := range r.opts.Services {
 		wg.Go(func() {
 			if err := r.serviceLoop(ctx, ictx, w, c, rep, i, &sink); err != nil && ctx.Err() == nil {
@@ -180,7 +180,7 @@ func (s *sampleSink) p50(st Stage) float64 { return Summarize(s.values(st)).P50 
 // until ctx ends, and returns how many it created. Interval mode starts a
 // burst every IntervalPeriod; continuous mode starts the next burst as
 // soon as the last is deleted.
-func (r *runner) churn(ctx context.Context, w *world, c Case, rep int) int {
+func (r *runner) churn(parent, ctx context.Context, w *world, c Case, rep int) int {
 	created := 0
 	for round := 0; ctx.Err() == nil; round++ {
 		start := time.Now()
@@ -189,8 +189,12 @@ func (r *runner) churn(ctx context.Context, w *world, c Case, rep int) int {
 			names[j] = fmt.Sprintf("churn-%s-%d-%d-%d-%d", c.Mode, c.Burst, rep, round, j)
 		}
 		created += parallel(names, func(n string) error { return w.target.createChurn(ctx, n) })
-		// Deletes outlive the iteration briefly so nothing is left behind.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if parent.Err() != nil {
+			break // interrupted: the namespace's deletion removes the rest
+		}
+		// Deletes outlive the iteration briefly, so nothing is left
+		// behind, but not an interrupt.
+		dctx, cancel := context.WithTimeout(parent, 5*time.Second)
 		parallel(names, func(n string) error { return w.target.deleteChurn(dctx, n) })
 		cancel()
 		if c.Mode == ModeInterval && !sleep(ctx, time.Until(start.Add(r.opts.IntervalPeriod))) {

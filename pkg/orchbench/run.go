@@ -344,7 +344,7 @@ func (r *runner) teardownWorld(ctx context.Context, w *world) {
 	if ctx.Err() != nil {
 		return
 	}
-	_ = poll(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+	_ = poll(ctx, 20*time.Second, func(ctx context.Context) (bool, error) {
 		for _, ns := range []string{w.svcNS, w.churnNS} {
 			if _, err := r.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
 				return false, nil
