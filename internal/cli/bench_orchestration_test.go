@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"gantry.dev/gantry/pkg/rtqueue"
+)
+
+// Every bad flag is a usage error before a cluster is started.
+func TestBenchOrchestrationBadFlagsAreUsageErrors(t *testing.T) {
+	cases := [][]string{
+		{"--services", "0"},
+		{"--replicas", "0"},
+		{"--repetitions", "0"},
+		{"--iteration", "500ms"},
+		{"--gap", "0s"},
+		{"--controllers", "vanilla,kubeflow"},
+		{"--cases", "continuous"},
+		{"--cases", "bursty:5"},
+		{"--cases", "interval:0"},
+		{"--controller-args", "--queue=lifo"},
+		{"--controller-args", "--no-such-flag"},
+		{"--no-such-flag"},
+		{"extra-arg"},
+	}
+	for _, args := range cases {
+		root := newRootCmd()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(append([]string{"bench", "orchestration"}, args...))
+		err := root.ExecuteContext(context.Background())
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("gantry bench orchestration %v: got %v, want a usage error", args, err)
+		}
+	}
+}
+
+// The in-process controller is configured by the same flags as
+// `gantry controller`, so RQ1's criticalities 1..10 are critical.
+func TestControllerAppConfigParsesControllerFlags(t *testing.T) {
+	app, err := controllerAppConfig(rq1ControllerArgs + " --queue=fifo --fifo-workers=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.Critical.From != 1 || app.Critical.To != 10 || app.QueueKind != "fifo" || app.FIFOWorkers != 3 {
+		t.Fatalf("got %+v", app)
+	}
+	if def := rtqueue.DefaultPoolConfig(); app.Pool.Max != def.Max {
+		t.Fatalf("pool %+v, want the default %+v", app.Pool, def)
+	}
+}
