@@ -26,6 +26,8 @@ type simFlags struct {
 	policies, out, experiment                  string
 	seed                                       uint64
 	nodes, coresPerNode, workers, maxQueue     int
+	execDist                                   string
+	execMean                                   time.Duration
 	json                                       bool
 }
 
@@ -46,7 +48,9 @@ func newSimCmd() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.app, "app", "image-compression", fmt.Sprintf("app to simulate %v", workload.Names()))
+	fl.StringVar(&f.app, "app", "image-compression", fmt.Sprintf("app to simulate %v, or %s (one function from --exec-dist and --exec-mean)", workload.Names(), workload.SyntheticApp))
+	fl.StringVar(&f.execDist, "exec-dist", "exp", fmt.Sprintf("with --app synthetic: execution-time distribution %v", workload.SyntheticDists()))
+	fl.DurationVar(&f.execMean, "exec-mean", 100*time.Millisecond, "with --app synthetic: mean execution time")
 	fl.StringVar(&f.dist, "dist", "heavy", fmt.Sprintf("input-size distribution %v", workload.DistNames()))
 	fl.StringVar(&f.trace, "trace", "poisson", fmt.Sprintf("arrival trace generator %v", trace.Names()))
 	fl.StringVar(&f.traceFile, "trace-file", "", "replay arrivals from a file: per-second counts (CSV) or the Azure Functions 2019 per-minute format")
@@ -108,6 +112,10 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--workers must be positive, got %d", f.workers)
 	case f.maxQueue < 1 || f.maxQueue > sim.MaxQueueBound:
 		return usagef("--max-queue must be in [1, %d], got %d", sim.MaxQueueBound, f.maxQueue)
+	case f.app != workload.SyntheticApp && (changed("exec-dist") || changed("exec-mean")):
+		return usagef("--exec-dist and --exec-mean need --app %s", workload.SyntheticApp)
+	case f.app == workload.SyntheticApp && (changed("dist") || changed("min-size") || changed("max-size")):
+		return usagef("--app %s takes its sizes from --exec-dist and --exec-mean, not --dist, --min-size or --max-size", workload.SyntheticApp)
 	case f.traceFile != "" && changed("trace"):
 		return usagef("set --trace or --trace-file, not both")
 	case f.traceFile == "" && changed("azure-function"):
@@ -158,6 +166,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		Rate: f.rate, Duration: f.duration, Policies: policies, Seed: f.seed,
 		Nodes: f.nodes, CoresPerNode: f.coresPerNode, ColdStart: f.coldStart,
 		MinSize: f.minSize, MaxSize: f.maxSize, MaxQueue: f.maxQueue,
+		ExecDist: f.execDist, ExecMean: f.execMean,
 	}
 	if cmd.Flags().Changed("peak") {
 		spec.Peak = f.peak

@@ -41,6 +41,10 @@ type Spec struct {
 	MinSize, MaxSize float64
 	// MaxQueue is the per-function queue bound; zero means sim's default.
 	MaxQueue int
+	// ExecDist and ExecMean describe the function of the synthetic app
+	// (App workload.SyntheticApp); Dist is then ignored.
+	ExecDist string
+	ExecMean time.Duration
 }
 
 // Jobs validates the spec and makes one job per policy.
@@ -48,11 +52,7 @@ func (s Spec) Jobs() ([]Job, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
 	}
-	app, err := s.app()
-	if err != nil {
-		return nil, err
-	}
-	dist, err := workload.LookupDist(s.Dist)
+	app, dist, err := s.appAndDist()
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +79,18 @@ func (s Spec) validate() error {
 		return fmt.Errorf("%w: %w: 0", ErrBadSpec, trace.ErrBadRate)
 	}
 	return CheckPolicies(s.Policies)
+}
+
+func (s Spec) appAndDist() (workload.App, workload.Distribution, error) {
+	if s.App == workload.SyntheticApp {
+		return workload.Synthetic(s.ExecDist, s.ExecMean)
+	}
+	app, err := s.app()
+	if err != nil {
+		return app, nil, err
+	}
+	dist, err := workload.LookupDist(s.Dist)
+	return app, dist, err
 }
 
 func (s Spec) app() (workload.App, error) {

@@ -75,6 +75,10 @@ type engine struct {
 	spawnFails int64
 	rejected   int64
 	app        latency
+	// Little's law, checked at the end of every run: the time integral of
+	// the requests in flight equals the sum of their times in the system.
+	inFlightArea, sojournNs float64
+	inFlightT               int64
 
 	views   []policy.View
 	scratch []policy.Queued[int32]
@@ -165,6 +169,9 @@ func (e *engine) run() error {
 	if e.err == nil && (e.done+e.rejected != e.arrivals || e.inFlight != 0) {
 		e.err = fmt.Errorf("%w: %d arrivals, %d completions, %d rejected, %d in flight", ErrInvariant, e.arrivals, e.done, e.rejected, e.inFlight)
 	}
+	if e.err == nil {
+		e.err = e.checkLittle()
+	}
 	return e.err
 }
 
@@ -217,7 +224,7 @@ func (e *engine) onArrival() {
 		return
 	}
 	e.arrivals++
-	e.inFlight++
+	e.countInFlight(1)
 	e.enqueue(0, r)
 }
 
@@ -259,6 +266,25 @@ func (e *engine) enqueue(fn int32, r int32) {
 	}
 }
 
+// countInFlight changes the requests in flight by delta, integrating them
+// over time first.
+func (e *engine) countInFlight(delta int64) {
+	e.inFlightArea += float64(e.inFlight) * float64(e.now-e.inFlightT)
+	e.inFlightT = e.now
+	e.inFlight += delta
+}
+
+// checkLittle is Little's law L = λW on the run as a whole: the time
+// integral of the requests in flight must equal the sum of every
+// request's time in the system (completed or rejected), to rounding.
+func (e *engine) checkLittle() error {
+	if d := math.Abs(e.inFlightArea - e.sojournNs); d > 1e-9*max(e.sojournNs, 1) {
+		return fmt.Errorf("%w: Little's law: requests in flight integrate to %.6g ns, their times in the system sum to %.6g ns",
+			ErrInvariant, e.inFlightArea, e.sojournNs)
+	}
+	return nil
+}
+
 // reject drops request r at function fn's full queue. It counts as a
 // request of the function and of the app that missed its SLO.
 func (e *engine) reject(fn int32, r int32) {
@@ -266,7 +292,8 @@ func (e *engine) reject(fn int32, r int32) {
 	rt.lat.rejected++
 	e.app.rejected++
 	e.rejected++
-	e.inFlight--
+	e.sojournNs += float64(e.now - e.reqs[r].arrival)
+	e.countInFlight(-1)
 	e.freeReqs = append(e.freeReqs, r)
 }
 
@@ -388,7 +415,8 @@ func (e *engine) advanceRequest(r int32, fn int32) {
 		e.cfg.OnComplete(req.id, time.Duration(resp))
 	}
 	e.done++
-	e.inFlight--
+	e.sojournNs += float64(resp)
+	e.countInFlight(-1)
 	e.freeReqs = append(e.freeReqs, r)
 }
 

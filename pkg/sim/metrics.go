@@ -97,6 +97,10 @@ type fnMetrics struct {
 	liveArea, busyArea float64 // container·ns
 	boundArea          float64
 	lastT              int64
+	// runningTime, when not nil, accumulates the time (ns) spent with k
+	// instances running (busy or bound) at index k: the time-averaged
+	// distribution a test compares with M/G/∞.
+	runningTime []float64
 }
 
 func (m *fnMetrics) advance(t int64) {
@@ -104,5 +108,12 @@ func (m *fnMetrics) advance(t int64) {
 	m.liveArea += float64(m.live) * dt
 	m.busyArea += float64(m.busy) * dt
 	m.boundArea += float64(m.bound) * dt
+	if m.runningTime != nil {
+		k := m.busy + m.bound
+		for len(m.runningTime) <= k {
+			m.runningTime = append(m.runningTime, 0)
+		}
+		m.runningTime[k] += dt
+	}
 	m.lastT = t
 }
