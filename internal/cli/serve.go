@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/backend/kube"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/gateway"
 	"gantry.dev/gantry/pkg/policy"
@@ -88,18 +90,80 @@ func (f *platformFlags) serverConfig(addr string, s *stack.Stack, logger *slog.L
 		Gateway: gateway.Config{MaxBody: f.maxBody, Logger: logger}}
 }
 
+// backendFlags choose where serve runs instances: local processes (the
+// default, what serverConfig builds) or pods on Kubernetes.
+type backendFlags struct {
+	kind       string
+	kubeconfig string
+	namespace  string
+}
+
+const (
+	backendLocal      = "local"
+	backendKubernetes = "kubernetes"
+)
+
+func (f *backendFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.kind, "backend", backendLocal, "where instances run: local (processes on this machine) or kubernetes (an RTResource or Deployment per function)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --backend kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
+	fs.StringVar(&f.namespace, "namespace", "", "with --backend kubernetes: namespace of the functions (default: the kubeconfig context's, else default)")
+}
+
+func (f *backendFlags) validate() error {
+	switch {
+	case f.kind != backendLocal && f.kind != backendKubernetes:
+		return usagef("--backend must be %s or %s, got %q", backendLocal, backendKubernetes, f.kind)
+	case f.kind == backendLocal && (f.kubeconfig != "" || f.namespace != ""):
+		return usagef("--kubeconfig and --namespace need --backend %s", backendKubernetes)
+	}
+	return nil
+}
+
+// apply replaces the local runtime serverConfig built with the Kubernetes
+// backend, when --backend kubernetes asks for it.
+func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) error {
+	if f.kind != backendKubernetes {
+		return nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	ns := f.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return fmt.Errorf("kubeconfig namespace: %w", err)
+		}
+	}
+	be, err := kube.New(rc, ns, kube.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	cfg.Backend = be
+	logger.Info("instances run on kubernetes", "host", rc.Host, "namespace", ns)
+	return nil
+}
+
 func newServeCmd() *cobra.Command {
 	var (
 		pf                   platformFlags
+		bf                   backendFlags
 		addr, stackFile      string
 		basicAuth, tokenFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve functions: an OpenFaaS-compatible gateway with Gantry's autoscaler on the local process runtime",
+		Short: "Serve functions: an OpenFaaS-compatible gateway with Gantry's autoscaler on local processes or Kubernetes (--backend)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := pf.validate(); err != nil {
+				return err
+			}
+			if err := bf.validate(); err != nil {
 				return err
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -111,6 +175,9 @@ func newServeCmd() *cobra.Command {
 				}
 			}
 			cfg := pf.serverConfig(addr, s, logger)
+			if err := bf.apply(&cfg, logger); err != nil {
+				return err
+			}
 			if basicAuth != "" || tokenFile != "" {
 				auth, err := gateway.LoadAuth(basicAuth, tokenFile)
 				if err != nil {
@@ -133,6 +200,7 @@ func newServeCmd() *cobra.Command {
 		},
 	}
 	pf.register(cmd)
+	bf.register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&stackFile, "stack", "", "stack file (YAML, close to OpenFaaS's stack.yml) of functions and apps to deploy")

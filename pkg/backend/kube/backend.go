@@ -203,7 +203,7 @@ func (b *Backend) Attach(ev backend.Events) { b.out.attach(ev) }
 // Deploy creates or updates the function's Service and workload. A new
 // workload starts at f.MinScale replicas, a head start on the starts the
 // dispatcher is about to ask for; an existing one keeps its count until
-// the worker writes the dispatcher's.
+// the worker, woken at the end, writes the backend's.
 func (b *Backend) Deploy(ctx context.Context, f stack.Function) error {
 	kind, err := kindOf(f)
 	if err != nil {
@@ -213,10 +213,9 @@ func (b *Backend) Deploy(ctx context.Context, f stack.Function) error {
 		return fmt.Errorf("deploy %s: %w", f.Name, err)
 	}
 	b.mu.Lock()
-	st, known := b.fns[f.Name]
 	replicas := int32(f.MinScale)
-	if known {
-		replicas = st.target()
+	if st, known := b.fns[f.Name]; known {
+		replicas = int32(max(st.live(), f.MinScale))
 	}
 	closed := b.closed
 	b.mu.Unlock()
@@ -263,10 +262,16 @@ func kindOf(f stack.Function) (string, error) {
 // applyObjects writes the Service and the workload, and removes a workload
 // of the other kind left from an earlier declaration of the function.
 func (b *Backend) applyObjects(ctx context.Context, f stack.Function, kind string, replicas int32) error {
-	if err := b.applyService(ctx, f); err != nil {
+	created, err := b.applyService(ctx, f)
+	if err != nil {
 		return fmt.Errorf("deploy %s: service: %w", f.Name, err)
 	}
 	if err := b.kinds[kind].apply(ctx, f, b.opts.Port, replicas); err != nil {
+		if created {
+			// A failed deploy registers nothing, so nothing would ever
+			// delete a Service it left behind.
+			_ = b.deleteService(ctx, f.Name)
+		}
 		return fmt.Errorf("deploy %s: %s: %w", f.Name, kind, err)
 	}
 	for other, w := range b.kinds {
@@ -280,29 +285,32 @@ func (b *Backend) applyObjects(ctx context.Context, f stack.Function, kind strin
 	return nil
 }
 
-func (b *Backend) applyService(ctx context.Context, f stack.Function) error {
+// applyService creates or updates the function's Service and reports
+// whether it created it.
+func (b *Backend) applyService(ctx context.Context, f stack.Function) (bool, error) {
 	want := newService(f, b.ns, b.opts.Port)
 	svcs := b.kube.CoreV1().Services(b.ns)
 	cur, err := svcs.Get(ctx, f.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = svcs.Create(ctx, want, metav1.CreateOptions{})
-		return err
+		return err == nil, err
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !isManaged(cur) {
-		return errUnmanaged("Service", b.ns, f.Name)
+		return false, errUnmanaged("Service", b.ns, f.Name)
 	}
 	mergeMeta(&cur.ObjectMeta, want.ObjectMeta)
 	cur.Spec.Selector, cur.Spec.Ports = want.Spec.Selector, want.Spec.Ports
 	_, err = svcs.Update(ctx, cur, metav1.UpdateOptions{})
-	return err
+	return false, err
 }
 
-// register records the declaration. A new function starts from the
-// endpoints already there (a restarted gateway's pods are spares); a known
-// one gets its count rewritten, since apply kept the object's.
+// register records the declaration and wakes the worker, since apply
+// kept an existing object's count: a restarted gateway's surplus pods go,
+// and the rest are spares. A new function starts from the endpoints
+// already there.
 func (b *Backend) register(f stack.Function) {
 	now := b.opts.Clock.Now()
 	b.mu.Lock()
@@ -317,9 +325,7 @@ func (b *Backend) register(f stack.Function) {
 		b.out.push(st.observe(b.viewLocked(f.Name), now)...)
 	}
 	st.decl = f
-	if ok {
-		b.queue.Add(f.Name)
-	}
+	b.queue.Add(f.Name)
 }
 
 // Undeploy forgets the function, failing its pending starts and ending
@@ -386,7 +392,7 @@ func (b *Backend) Start(function string, n int) {
 			err = fmt.Errorf("%w: %q", backend.ErrNotDeployed, function)
 		}
 		for range n {
-			deliver(b.out.ev, event{kind: evFailed, function: function, err: err})
+			b.out.push(event{kind: evFailed, function: function, err: err})
 		}
 		return
 	}

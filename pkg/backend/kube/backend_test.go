@@ -41,10 +41,11 @@ func TestDeployCreatesAHeadlessServiceAndTheWorkload(t *testing.T) {
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector[LabelFunction] != "resize" {
 		t.Errorf("service spec %+v, want headless, selecting the function's pods", svc.Spec)
 	}
-	// A new workload starts at the minimum; nothing of the other kind
-	// may be left behind.
-	if got := h.rt.log(); len(got) != 1 || got[0] != "apply:resize:1" {
-		t.Errorf("rtresource calls %v, want apply at 1 replica", got)
+	// A new workload starts at the minimum, and the worker keeps it
+	// there; nothing of the other kind may be left behind.
+	waitScale(t, h.rt, "resize", 1)
+	if got := h.rt.log(); got[0] != "apply:resize:1" || len(got) != 2 {
+		t.Errorf("rtresource calls %v, want apply at 1 replica, then a scale to 1", got)
 	}
 	if got := h.dep.log(); len(got) != 1 || got[0] != "remove:resize" {
 		t.Errorf("deployment calls %v, want the stale-kind cleanup only", got)
@@ -72,6 +73,21 @@ func TestDeployRefusesWhatItCannotRunOrDoesNotOwn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not managed by Gantry") {
 		t.Errorf("deploy over a user's Service: %v, want a refusal", err)
 	}
+}
+
+// A deploy whose workload is refused leaves no Service behind: nothing
+// would delete it, since the function is not registered.
+func TestFailedDeployRemovesTheServiceItCreated(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.rt.applyErr = apierrors.NewForbidden(schema.GroupResource{Group: "gantry.dev", Resource: "rtresources"}, "x", errors.New("rbac"))
+	if err := h.b.Deploy(context.Background(), testFn("denied")); !apierrors.IsForbidden(err) {
+		t.Fatalf("deploy: %v, want the workload's Forbidden", err)
+	}
+	if _, err := h.kube.CoreV1().Services(testNS).Get(context.Background(), "denied", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("service after a failed deploy: %v, want NotFound", err)
+	}
+	h.start(t, "denied", 1)
+	h.waitEvents(t, "failed")
 }
 
 // The whole loop: Start writes the count, endpoints answer with Ready,
@@ -152,9 +168,10 @@ func TestUnscalableWorkloadFailsStartsAtOnce(t *testing.T) {
 func TestTransientScaleErrorIsRetried(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.deploy(t, testFn("flaky"))
+	waitScale(t, h.rt, "flaky", 0) // the deploy's own write
 	h.rt.mu.Lock()
 	h.rt.scaleErr = func(call int) error {
-		if call == 1 {
+		if call == 2 {
 			return apierrors.NewServiceUnavailable("etcd leader change")
 		}
 		return nil
@@ -163,7 +180,7 @@ func TestTransientScaleErrorIsRetried(t *testing.T) {
 	h.start(t, "flaky", 1)
 	eventually(t, "a second scale write", func() bool {
 		calls := h.rt.log()
-		return len(calls) == 3 && calls[1] == "scale:flaky:1" && calls[2] == "scale:flaky:1"
+		return len(calls) == 4 && calls[2] == "scale:flaky:1" && calls[3] == "scale:flaky:1"
 	})
 	if len(h.rec.all()) != 0 {
 		t.Errorf("events %v: a retried write must not fail the start", h.rec.summary())

@@ -18,8 +18,9 @@
 //
 // The backend keeps, per function, the starts the dispatcher asked for and
 // has not yet answered (pending) and the instances it reported Ready. The
-// replica count it writes through the /scale subresource is their sum, so
-// the cluster holds exactly what the dispatcher counts as live. Start and
+// replica count it writes through the /scale subresource is their sum
+// (never below the declared minimum), so the cluster holds exactly what
+// the dispatcher counts as live. Start and
 // Stop only book and wake the function's worker (a client-go work queue,
 // which serialises one function's calls and coalesces a burst of Starts
 // into one write); they never block on the API, and no event is delivered

@@ -28,6 +28,7 @@ type fakeWorkload struct {
 	calls    []string
 	scaleErr func(call int) error // call counts scale calls from 1
 	scales   int
+	applyErr error
 }
 
 func (w *fakeWorkload) record(s string) {
@@ -44,7 +45,9 @@ func (w *fakeWorkload) log() []string {
 
 func (w *fakeWorkload) apply(_ context.Context, f stack.Function, _, replicas int32) error {
 	w.record(fmt.Sprintf("apply:%s:%d", f.Name, replicas))
-	return nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.applyErr
 }
 
 func (w *fakeWorkload) scale(_ context.Context, name string, replicas int32) error {
@@ -184,8 +187,15 @@ func newHarness(t *testing.T, opts Options) *harness {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := b.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
+		done := make(chan error, 1)
+		go func() { done <- b.Close(ctx) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("close: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("Close hangs: is the backend's lock held by a blocked call?")
 		}
 	})
 	return h

@@ -87,8 +87,13 @@ func newFnState(f stack.Function) *fnState {
 // target is the replica count the cluster should hold: every instance
 // the dispatcher counts as live, ready or starting. Stopped instances and
 // spare endpoints nobody asked for are not counted, so the workload's
-// controller removes them.
-func (s *fnState) target() int32 { return int32(len(s.reported) + len(s.pending)) }
+// controller removes them. It never goes below the declared minimum,
+// which the dispatcher keeps live anyway: the replacement of a pod that
+// crashed is then already on its way, a spare for the dispatcher's restart.
+func (s *fnState) target() int32 { return int32(max(s.live(), s.decl.MinScale)) }
+
+// live counts the instances the dispatcher counts: reported and pending.
+func (s *fnState) live() int { return len(s.reported) + len(s.pending) }
 
 // start records n requested starts and answers as many as spare ready
 // endpoints allow at once.

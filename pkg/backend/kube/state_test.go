@@ -199,3 +199,21 @@ func TestForgetEndsEverything(t *testing.T) {
 		t.Errorf("target %d after forget, want 0 and nothing to retire", s.target())
 	}
 }
+
+// The declared minimum is a floor: the dispatcher keeps that many live, so
+// a crashed pod's replacement should already be coming.
+func TestTargetNeverGoesBelowTheMinimum(t *testing.T) {
+	s := newTestState()
+	s.decl.MinScale = 2
+	if s.target() != 2 {
+		t.Fatalf("target %d with nothing live, want the minimum 2", s.target())
+	}
+	s.start(3, t0)
+	if s.target() != 3 {
+		t.Errorf("target %d with 3 pending, want 3", s.target())
+	}
+	s.expire(t0, time.Minute)
+	if s.target() != 2 {
+		t.Errorf("target %d after the starts failed, want the minimum 2", s.target())
+	}
+}

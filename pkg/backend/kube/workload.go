@@ -84,8 +84,11 @@ func mergeMeta(dst *metav1.ObjectMeta, src metav1.ObjectMeta) {
 // does not read pod deletion costs (it deletes unscheduled, pending, not
 // ready, then the newest pods), so a stopped instance's pod is deleted and
 // the replica count lowered after it: the controller either sees both at
-// once or replaces the pod and then removes the replacement, which is
-// pending and so goes first.
+// once or replaces the pod and then removes the replacement, which is not
+// ready yet and so goes first. (A replacement already Ready, created in
+// the same second as another ready pod, loses a tie by name instead; see
+// docs/platform-kubernetes.md. Deleting first is still the better order:
+// lowering the count first would lose the newest pod every time.)
 type rtWorkload struct {
 	kube kubernetes.Interface
 	rts  *gentype.ClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList]
@@ -147,6 +150,10 @@ func (w *rtWorkload) apply(ctx context.Context, f stack.Function, port, replicas
 		cur, err := w.rts.Get(ctx, f.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			_, err = w.rts.Create(ctx, want, metav1.CreateOptions{})
+			if apierrors.IsNotFound(err) {
+				// A create finds no object to miss: the resource type is.
+				return fmt.Errorf("%w (is the RTResource CRD installed? make deploy applies it)", err)
+			}
 			return err
 		}
 		if err != nil {
