@@ -30,10 +30,12 @@ const (
 	// vanilla's Deployments: a cluster where both live, and the same
 	// apiserver load as the vanilla case.
 	GantryDeploymentChurn = "gantry-deployment-churn"
+	// GantryNoRT is the SCHED_FIFO ablation: workers keep nice values only.
+	GantryNoRT = "gantry-nort"
 )
 
 // Controllers lists every controller the benchmark knows, in report order.
-var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5, GantryDeploymentChurn}
+var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5, GantryDeploymentChurn, GantryNoRT}
 
 // Modes lists the interference modes.
 var Modes = []string{ModeInterval, ModeContinuous}
@@ -156,6 +158,8 @@ func (o Options) controllerConfig(name string) rtcontroller.AppConfig {
 	switch name {
 	case GantryFIFO:
 		cfg.QueueKind = rtcontroller.QueueFIFO
+	case GantryNoRT:
+		cfg.Pool.RealTime = false
 	case Gantry5:
 		// The paper's Table 2: five watchdog threads, no elasticity.
 		cfg.Pool.Min, cfg.Pool.Max = 5, 5
