@@ -41,8 +41,14 @@ type fnRuntime struct {
 	deadline int64 // cumulative SLO up to and including this function
 	queue    *policy.RunQueue[int32]
 	idle     idlePool
-	lat      latency
-	m        fnMetrics
+	// expiry lists the idle periods in the order they began (so in order
+	// of when they expire) under a keep-alive; one evExpire is pending
+	// for the earliest one still current.
+	expiry        []idleRef
+	expiryHead    int
+	expiryPending bool
+	lat           latency
+	m             fnMetrics
 }
 
 type engine struct {
@@ -367,7 +373,8 @@ func (e *engine) free(id int32) {
 			rt.idle.pushNewest(id, c.seq, c.idleGen)
 		}
 		if e.inst.KeepAlive > 0 {
-			e.events.push(e.now+int64(e.inst.KeepAlive), evExpire, id)
+			rt.expiry = append(rt.expiry, idleRef{seq: c.seq, gen: c.idleGen, id: id})
+			e.scheduleExpiry(c.fn)
 		}
 	}
 }
@@ -384,15 +391,52 @@ func (e *engine) takeIdle(rt *fnRuntime) int32 {
 	return rt.idle.popLowest()
 }
 
-// onExpire retires container id if it is still in the idle period whose
-// keep-alive ends now (SimFaaS's expiration threshold).
-func (e *engine) onExpire(id int32) {
-	c := &e.ctrs[id]
-	if c.state != csIdle || c.idleAt+int64(e.inst.KeepAlive) != e.now {
-		return // it took a request since, or the slot was reused
+// current reports whether r is still the idle period of its container.
+func (e *engine) current(r idleRef) bool {
+	c := &e.ctrs[r.id]
+	return c.state == csIdle && c.seq == r.seq && c.idleGen == r.gen
+}
+
+// scheduleExpiry drops the idle periods of fn that ended otherwise (their
+// container took a request or was retired) from the head of its list and,
+// unless one is pending, schedules an evExpire for the earliest current
+// one: one event per expiry that may happen, not one per idle period.
+func (e *engine) scheduleExpiry(fn int32) {
+	rt := &e.fns[fn]
+	for rt.expiryHead < len(rt.expiry) && !e.current(rt.expiry[rt.expiryHead]) {
+		rt.expiryHead++
 	}
-	e.fns[c.fn].idle.remove(id, c.node)
-	e.kill(id)
+	if rt.expiryHead > 1024 && rt.expiryHead > len(rt.expiry)/2 {
+		rt.expiry = rt.expiry[:copy(rt.expiry, rt.expiry[rt.expiryHead:])]
+		rt.expiryHead = 0
+	}
+	if rt.expiryPending || rt.expiryHead == len(rt.expiry) {
+		return
+	}
+	head := &e.ctrs[rt.expiry[rt.expiryHead].id]
+	e.events.push(head.idleAt+int64(e.inst.KeepAlive), evExpire, fn)
+	rt.expiryPending = true
+}
+
+// onExpire retires every container of fn whose current idle period has
+// lasted the keep-alive (SimFaaS's expiration threshold), exactly when it
+// does, and schedules the next expiry.
+func (e *engine) onExpire(fn int32) {
+	rt := &e.fns[fn]
+	rt.expiryPending = false
+	for rt.expiryHead < len(rt.expiry) {
+		r := rt.expiry[rt.expiryHead]
+		if e.current(r) {
+			c := &e.ctrs[r.id]
+			if c.idleAt+int64(e.inst.KeepAlive) > e.now {
+				break
+			}
+			rt.idle.remove(r.id, c.node)
+			e.kill(r.id)
+		}
+		rt.expiryHead++
+	}
+	e.scheduleExpiry(fn)
 }
 
 // advanceRequest moves a request to the next function, or completes it.
