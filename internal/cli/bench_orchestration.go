@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -26,6 +28,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 		controllers string
 		cases       string
 		ctlArgs     string
+		gomaxprocs  int
 	)
 	cmd := &cobra.Command{
 		Use:   "orchestration",
@@ -53,6 +56,17 @@ func newBenchOrchestrationCmd() *cobra.Command {
 			opts.Controller = app
 			if err := opts.Validate(); err != nil {
 				return usagef("bench orchestration: %v", err)
+			}
+			if gomaxprocs < 0 {
+				return usagef("bench orchestration: --gomaxprocs must not be negative, got %d", gomaxprocs)
+			}
+			if gomaxprocs > 0 {
+				// The in-process controller sets GOMAXPROCS for the whole
+				// process unless the environment names it.
+				runtime.GOMAXPROCS(gomaxprocs)
+				if err := os.Setenv("GOMAXPROCS", strconv.Itoa(gomaxprocs)); err != nil {
+					return err
+				}
 			}
 			if !quiet {
 				opts.Progress = cmd.ErrOrStderr()
@@ -94,6 +108,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	f.DurationVar(&opts.StageTimeout, "stage-timeout", opts.StageTimeout, "a stage not seen within this is counted as missed")
 	f.Uint64Var(&opts.Seed, "seed", opts.Seed, "seed of the scale-up schedule, the same for every controller")
 	f.StringVar(&ctlArgs, "controller-args", rq1ControllerArgs, "flags of `gantry controller` for the in-process Gantry controller")
+	f.IntVar(&gomaxprocs, "gomaxprocs", 0, "GOMAXPROCS of this process, the in-process controller's included (0: what `gantry controller` picks, ncpu + --max-workers, unless $GOMAXPROCS is set)")
 	f.BoolVar(&asJSON, "json", false, `print {"runs":[{"controller","mode","burst","stage","n","p50_ms","p95_ms","p99_ms","mean_ms","std_ms","missed"}],"reductions":[{"mode","burst","stage","median_reduction"}]}`)
 	f.StringVar(&out, "out", "", "write samples.csv, summary.csv, box and CDF plots and report.md into this directory")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")

@@ -17,6 +17,7 @@ func TestBenchOrchestrationBadFlagsAreUsageErrors(t *testing.T) {
 		{"--repetitions", "0"},
 		{"--iteration", "500ms"},
 		{"--gap", "0s"},
+		{"--gomaxprocs", "-1"},
 		{"--controllers", "vanilla,kubeflow"},
 		{"--cases", "continuous"},
 		{"--cases", "bursty:5"},
