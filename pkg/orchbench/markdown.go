@@ -36,6 +36,7 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 			s.N, s.Missed, fmtMs(s.P50), fmtMs(s.P95), fmtMs(s.P99), fmtMs(s.Mean), fmtMs(s.Std))
 	}
 	r.writeTargets(&b)
+	r.writeByCriticality(&b)
 	b.WriteString("\n## The paper\n\n" + paperNote)
 	if len(r.Churn) > 0 {
 		b.WriteString("\n## Interference met, and the apiserver's latency for the scale patch\n\n| controller | mode | burst | objects | per s | patch p50 ms | patch p99 ms |\n|---|---|---:|---:|---:|---:|---:|\n")
@@ -81,4 +82,42 @@ func mark(ok bool) string {
 
 func withMark(x *float64, target float64) string {
 	return percent(x) + " " + mark(x != nil && *x >= target)
+}
+
+// writeByCriticality gives each service's median starts processing: the
+// services' criticalities are 1..N, so a priority-ordered controller
+// should favour the right-hand columns under churn.
+func (r *Report) writeByCriticality(b *strings.Builder) {
+	n := r.Options.Services
+	b.WriteString("\n## Median starts processing by criticality (ms)\n\n| controller | mode | burst |")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(b, " %d |", i)
+	}
+	b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", n) + "\n")
+	for _, c := range r.Options.Cases {
+		for _, ctl := range r.Options.Controllers {
+			fmt.Fprintf(b, "| %s | %s | %d |", ctl, c.Mode, c.Burst)
+			for i := 1; i <= n; i++ {
+				fmt.Fprintf(b, " %s |", medianOrDash(r.serviceValues(ctl, c, StartsProcessing, i)))
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+func (r *Report) serviceValues(ctl string, c Case, st Stage, service int) []float64 {
+	var out []float64
+	for _, s := range r.Samples {
+		if s.Controller == ctl && s.Mode == c.Mode && s.Burst == c.Burst && s.Stage == st && s.Service == service {
+			out = append(out, s.Ms)
+		}
+	}
+	return out
+}
+
+func medianOrDash(xs []float64) string {
+	if len(xs) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", Summarize(xs).P50)
 }

@@ -96,7 +96,7 @@ func TestWriteDir(t *testing.T) {
 		t.Errorf("samples.csv has %d lines, want %d", lines, 1+len(rep.Samples))
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	for _, want := range []string{"94.4%", "88.9%", "| gantry | continuous | 20 | starts_processing | 50 |"} {
+	for _, want := range []string{"94.4%", "88.9%", "| gantry | continuous | 20 | starts_processing | 50 |", "by criticality"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("report.md lacks %q", want)
 		}
