@@ -29,7 +29,9 @@ func (r *runner) iteration(ctx context.Context, w *world, c Case, rep int) error
 			}
 		})
 	}
+	stopProgress := r.progress(ictx, w.ctl, c, rep, start, &sink)
 	wg.Wait()
+	stopProgress()
 	close(errs)
 	for err := range errs {
 		return err
@@ -172,7 +174,11 @@ func (s *sampleSink) values(st Stage) []float64 {
 	return out
 }
 
-func (s *sampleSink) count(st Stage) int { return len(s.values(st)) }
+func (s *sampleSink) count(st Stage) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.values(st))
+}
 
 func (s *sampleSink) p50(st Stage) float64 { return Summarize(s.values(st)).P50 }
 
@@ -265,3 +271,31 @@ func (r *runner) churnList() []Churn {
 	}
 	return out
 }
+
+// progress prints a line every progressEvery while an iteration runs, so
+// a long run shows it is alive; the returned func stops it.
+func (r *runner) progress(ctx context.Context, ctl string, c Case, rep int, start time.Time, sink *sampleSink) func() {
+	if r.opts.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				r.logf("   %s %s/%d rep %d: %.0f of %.0f s, %d scale-ups measured",
+					ctl, c.Mode, c.Burst, rep+1, time.Since(start).Seconds(), r.opts.Iteration.Seconds(), sink.count(PodsReady))
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+const progressEvery = 10 * time.Second
