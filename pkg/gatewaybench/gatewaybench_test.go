@@ -255,6 +255,11 @@ func TestOpenFaaSPathWithStandInGateway(t *testing.T) {
 	if len(r.Notes) != 0 {
 		t.Errorf("notes %q", r.Notes)
 	}
+	for _, p := range r.Paths {
+		if p.CPUPerRequestUs <= 0 {
+			t.Errorf("path %s: no CPU counted", p.Path)
+		}
+	}
 	if b, _ := os.ReadFile(o.OpenFaaSLog); !bytes.Contains(b, []byte("fake OpenFaaS gateway forwarding to")) {
 		t.Errorf("child log %q", b)
 	}
@@ -349,7 +354,7 @@ func TestJSONShape(t *testing.T) {
 	}
 	for _, p := range paths {
 		pm := p.(map[string]any)
-		for _, k := range []string{"path", "via", "requests", "ok", "errors", "errors_by_kind", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "added_p50_us", "added_p99_us"} {
+		for _, k := range []string{"path", "via", "requests", "ok", "errors", "errors_by_kind", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "added_p50_us", "added_p99_us", "cpu_per_request_us"} {
 			if _, ok := pm[k]; !ok {
 				t.Errorf("path %v lacks %q", pm["path"], k)
 			}
@@ -363,7 +368,7 @@ func TestJSONShape(t *testing.T) {
 		}
 	}
 	for _, h := range m["hops"].([]any) {
-		for _, k := range []string{"hop", "path", "base", "p50_us", "p99_us", "round_median_p50_us", "round_median_p99_us"} {
+		for _, k := range []string{"hop", "path", "base", "p50_us", "p99_us", "round_median_p50_us", "round_median_p99_us", "cpu_per_request_us"} {
 			if _, ok := h.(map[string]any)[k]; !ok {
 				t.Errorf("hop %v lacks %q", h, k)
 			}
@@ -547,5 +552,29 @@ func TestTargets(t *testing.T) {
 	r.addTargets()
 	if tg := r.Targets[1]; tg.Measured || tg.verdict() != "not measured" {
 		t.Errorf("without OpenFaaS: %+v", tg)
+	}
+}
+
+// procCPU reads a child's CPU time from /proc, in USER_HZ ticks.
+func TestProcCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	// Spin until this process has used a few ticks of CPU.
+	deadline := time.Now().Add(5 * time.Second)
+	x := 0
+	for procCPU(os.Getpid()) < 3*clockTick && time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			x += i
+		}
+	}
+	if got := procCPU(os.Getpid()); got < 3*clockTick {
+		t.Fatalf("procCPU(self) = %v after spinning (x=%d)", got, x)
+	}
+	if procCPU(1<<30) != 0 {
+		t.Error("a process that does not exist used CPU")
+	}
+	if cpuUsed() <= 0 {
+		t.Error("cpuUsed() = 0 for this process")
 	}
 }

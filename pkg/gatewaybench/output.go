@@ -68,11 +68,11 @@ func writeCSV(file string, rows [][]string) error {
 func ff(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 func (r *Report) writePathsCSV(file string) error {
-	rows := [][]string{{"path", "via", "requests", "ok", "errors", "errors_by_kind", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "added_p50_us", "added_p99_us"}}
+	rows := [][]string{{"path", "via", "requests", "ok", "errors", "errors_by_kind", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "added_p50_us", "added_p99_us", "cpu_per_request_us"}}
 	for _, p := range r.Paths {
 		rows = append(rows, []string{p.Path, p.Via, strconv.FormatInt(p.Requests, 10), strconv.FormatInt(p.OK, 10),
 			strconv.FormatInt(p.Errors, 10), sortedKinds(p.ErrorsByKind), ff(p.P50us), ff(p.P90us), ff(p.P99us),
-			ff(p.P999us), ff(p.MaxUs), ff(p.AddedP50us), ff(p.AddedP99us)})
+			ff(p.P999us), ff(p.MaxUs), ff(p.AddedP50us), ff(p.AddedP99us), ff(p.CPUPerRequestUs)})
 	}
 	return writeCSV(file, rows)
 }
@@ -133,8 +133,12 @@ func (r *Report) writePlot(file string) error {
 	grid.Vertical.Color = color.Gray{Y: 220}
 	grid.Horizontal.Color = color.Gray{Y: 220}
 	p.Add(grid)
-	p.Legend.Top = true
-	p.Legend.Left = true
+	// Lower right: latency only grows with the percentile, so that corner
+	// stays clear of the lines.
+	p.Legend.Top = false
+	p.Legend.Left = false
+	p.Legend.XOffs = -vg.Points(8)
+	p.Legend.YOffs = vg.Points(8)
 	return p.Save(7*vg.Inch, 4*vg.Inch, file)
 }
 
@@ -154,20 +158,20 @@ func (r *Report) writeMarkdown(file string) error {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "Note: %s.\n\n", strings.TrimSuffix(n, "."))
 	}
-	b.WriteString("| path | via | requests | errors | p50 µs | p90 µs | p99 µs | max µs | added p50 µs | added p99 µs |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| path | via | requests | errors | p50 µs | p90 µs | p99 µs | max µs | added p50 µs | added p99 µs | CPU µs/req |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, p := range r.Paths {
 		errs := strconv.FormatInt(p.Errors, 10)
 		if p.Errors > 0 {
 			errs += " (" + sortedKinds(p.ErrorsByKind) + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %+.1f | %+.1f |\n",
-			p.Path, p.Via, p.Requests, errs, p.P50us, p.P90us, p.P99us, p.MaxUs, p.AddedP50us, p.AddedP99us)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %.1f | %.1f | %.1f | %+.1f | %+.1f | %.1f |\n",
+			p.Path, p.Via, p.Requests, errs, p.P50us, p.P90us, p.P99us, p.MaxUs, p.AddedP50us, p.AddedP99us, p.CPUPerRequestUs)
 	}
-	b.WriteString("\n| hop | measured as | p50 µs | p99 µs | round median p50 µs | round median p99 µs |\n|---|---|--:|--:|--:|--:|\n")
+	b.WriteString("\n| hop | measured as | p50 µs | p99 µs | round median p50 µs | round median p99 µs | CPU µs/req |\n|---|---|--:|--:|--:|--:|--:|\n")
 	for _, h := range r.Hops {
-		fmt.Fprintf(&b, "| %s | %s − %s | %+.1f | %+.1f | %+.1f | %+.1f |\n", h.Hop, h.Path, h.Base, h.P50us, h.P99us,
-			h.RoundMedianP50us, h.RoundMedianP99us)
+		fmt.Fprintf(&b, "| %s | %s − %s | %+.1f | %+.1f | %+.1f | %+.1f | %+.1f |\n", h.Hop, h.Path, h.Base, h.P50us, h.P99us,
+			h.RoundMedianP50us, h.RoundMedianP99us, h.CPUPerRequestUs)
 	}
 	b.WriteString("\n| target | result |\n|---|---|\n")
 	for _, t := range r.Targets {

@@ -70,6 +70,10 @@ type PathResult struct {
 	// direct path's: the latency the hops in between add.
 	AddedP50us float64 `json:"added_p50_us"`
 	AddedP99us float64 `json:"added_p99_us"`
+	// CPUPerRequestUs is the CPU time that this process and the gateway
+	// children used during the path's turns, per request: load generator
+	// and instance on every path, plus the gateways and provider on theirs.
+	CPUPerRequestUs float64 `json:"cpu_per_request_us"`
 	// curve is the latency at curvePercentiles, for the plot.
 	curve []float64
 }
@@ -86,6 +90,9 @@ type Hop struct {
 	// P50us and P99us compare the percentiles of all the requests.
 	P50us float64 `json:"p50_us"`
 	P99us float64 `json:"p99_us"`
+	// CPUPerRequestUs is the difference in CPU per request: what the
+	// component costs, the figure least moved by other processes.
+	CPUPerRequestUs float64 `json:"cpu_per_request_us"`
 	// RoundMedianP50us and RoundMedianP99us are the median over rounds of
 	// the same difference taken within each round. The two paths of a
 	// round run seconds apart, so a burst from another process that lands
@@ -164,6 +171,9 @@ func (r *Report) finish(paths []*path) {
 		// The histogram reports a bucket's top for a quantile; keep the
 		// columns ordered when the slowest request sits in the p99.9 bucket.
 		pr.MaxUs = max(pr.MaxUs, pr.P999us)
+		if p.requests > 0 {
+			pr.CPUPerRequestUs = round1(us(p.cpu) / float64(p.requests))
+		}
 		for _, q := range curvePercentiles {
 			pr.curve = append(pr.curve, quantileUs(p, q))
 		}
@@ -207,7 +217,8 @@ func (r *Report) addHop(name, pathName, base string) {
 	if !ok1 || !ok2 {
 		return
 	}
-	h := Hop{Hop: name, Path: pathName, Base: base, P50us: round1(p.P50us - b.P50us), P99us: round1(p.P99us - b.P99us)}
+	h := Hop{Hop: name, Path: pathName, Base: base, P50us: round1(p.P50us - b.P50us), P99us: round1(p.P99us - b.P99us),
+		CPUPerRequestUs: round1(p.CPUPerRequestUs - b.CPUPerRequestUs)}
 	type pair struct{ p, b *RoundRow }
 	byRound := map[int]*pair{}
 	for i := range r.Rounds {
@@ -304,19 +315,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\trequests\terrors\tp50 µs\tp90 µs\tp99 µs\tmax µs\tadded p50 µs\tadded p99 µs\t")
+	fmt.Fprintln(tw, "path\trequests\terrors\tp50 µs\tp90 µs\tp99 µs\tmax µs\tadded p50 µs\tadded p99 µs\tCPU µs/req\t")
 	for _, p := range r.Paths {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%+.1f\t%+.1f\t\n",
-			p.Path, p.Requests, p.Errors, p.P50us, p.P90us, p.P99us, p.MaxUs, p.AddedP50us, p.AddedP99us)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%+.1f\t%+.1f\t%.1f\t\n",
+			p.Path, p.Requests, p.Errors, p.P50us, p.P90us, p.P99us, p.MaxUs, p.AddedP50us, p.AddedP99us, p.CPUPerRequestUs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "hop\tmeasured as\tp50 µs\tp99 µs\tround median p50 µs\tround median p99 µs\t")
+	fmt.Fprintln(tw, "hop\tmeasured as\tp50 µs\tp99 µs\tround median p50 µs\tround median p99 µs\tCPU µs/req\t")
 	for _, h := range r.Hops {
-		fmt.Fprintf(tw, "%s\t%s - %s\t%+.1f\t%+.1f\t%+.1f\t%+.1f\t\n", h.Hop, h.Path, h.Base, h.P50us, h.P99us, h.RoundMedianP50us, h.RoundMedianP99us)
+		fmt.Fprintf(tw, "%s\t%s - %s\t%+.1f\t%+.1f\t%+.1f\t%+.1f\t%+.1f\t\n", h.Hop, h.Path, h.Base, h.P50us, h.P99us,
+			h.RoundMedianP50us, h.RoundMedianP99us, h.CPUPerRequestUs)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -57,6 +57,9 @@ type path struct {
 	hist           *hdrhistogram.Histogram
 	requests, ok   int64
 	errs           map[string]int64
+	// cpu is the CPU time the benchmark and its gateway children used
+	// during this path's measured turns.
+	cpu time.Duration
 }
 
 // Run sets up the instance, Gantry's gateway, the provider and (when its
@@ -104,10 +107,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		// neighbour's burst, a GC) over every path alike.
 		for j := range paths {
 			p := paths[(i+j)%len(paths)]
+			// Every child is counted in every turn, so the idle ones'
+			// background work (timers, pollers) weighs on all paths alike.
+			cpu0 := cpuUsed(env.pids()...)
 			res, err := load(ctx, o, p, seconds, o.Seed+uint64(i), true)
 			if err != nil {
 				return nil, err
 			}
+			p.cpu += cpuUsed(env.pids()...) - cpu0
 			rep.Rounds = append(rep.Rounds, RoundRow{Round: i + 1, Position: j + 1, Path: p.name,
 				Requests: res.Requests, Errors: res.Errors, P50us: us(res.P50), P99us: us(res.P99), MaxUs: us(res.Max)})
 			if ctx.Err() != nil {
@@ -217,6 +224,17 @@ func ServeGantry(ctx context.Context, instanceAddr string, w io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// pids are the gateway children's process IDs.
+func (e *env) pids() []int {
+	var out []int
+	for _, c := range []*child{e.gantryChild, e.openfaas} {
+		if c != nil {
+			out = append(out, c.cmd.Process.Pid)
+		}
+	}
+	return out
 }
 
 func (e *env) close() {
