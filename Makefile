@@ -63,8 +63,8 @@ bench-orchestration: build controlplane
 # (docs/platform.md, "Simulator against live"): about 8 minutes per policy.
 .PHONY: bench-simlive
 bench-simlive: build
-	./bin/gantry bench simlive --app email-categorization --policy gantry --rate 10 --duration 90s --start-delay 1.5s --runs 5 --out out/simlive/gantry
-	./bin/gantry bench simlive --app email-categorization --policy cypress --rate 10 --duration 90s --start-delay 1.5s --runs 5 --out out/simlive/cypress
+	./bin/gantry bench simlive --app email-categorization --policy gantry --rate 10 --duration 90s --start-delay 1.5s --capacity 64 --runs 5 --out out/simlive/gantry
+	./bin/gantry bench simlive --app email-categorization --policy cypress --rate 10 --duration 90s --start-delay 1.5s --capacity 64 --runs 5 --out out/simlive/cypress
 
 # Simulator and policy-core figures quoted in docs/simulator.md.
 bench-sim:

@@ -83,6 +83,7 @@ differences (docs/platform.md, "Simulator against live").`,
 	fs.DurationVar(&cc.Duration, "duration", time.Minute, "length of the trace")
 	fs.DurationVar(&cc.StartDelay, "start-delay", 1500*time.Millisecond, "added to each live instance's start, to emulate a container's")
 	fs.Uint64Var(&cc.Seed, "seed", 1, "seed of the trace, the arrivals, the sizes and the policy")
+	fs.IntVar(&cc.Capacity, "capacity", liverun.DefaultCompareCapacity, "most instances at once on both sides (0: none; the simulator's cluster then has 288 cores)")
 	fs.IntVar(&cc.Runs, "runs", 1, "live runs to average, with seeds seed, seed+1, ...")
 	fs.IntVar(&cc.SimSeeds, "sim-seeds", liverun.DefaultSimSeeds, "seeds, from --seed on, of the simulator's expectation and spread (at least --runs)")
 	fs.DurationVar(&cc.Tick, "tick", liverun.DefaultTick, "autoscaler tick on both sides")
@@ -111,6 +112,8 @@ func validateSimLive(cc *liverun.CompareConfig) error {
 		return usagef("--duration must be in [1s, %v], got %v", liverun.MaxDuration, cc.Duration)
 	case cc.StartDelay < 0 || cc.StartDelay > 10*time.Minute:
 		return usagef("--start-delay must be in [0, 10m], got %v", cc.StartDelay)
+	case cc.Capacity < 0 || cc.Capacity > 10000:
+		return usagef("--capacity must be in [0, 10000], got %d", cc.Capacity)
 	case cc.Runs < 1 || cc.Runs > liverun.MaxRuns:
 		return usagef("--runs must be in [1, %d], got %d", liverun.MaxRuns, cc.Runs)
 	case cc.SimSeeds < 1 || cc.SimSeeds > liverun.MaxRuns:

@@ -25,6 +25,7 @@ func TestBenchSimLiveFlagsAreUsageErrors(t *testing.T) {
 		{"--start-delay", "-1s"},
 		{"--start-delay", "11m"},
 		{"--seed", "-1"},
+		{"--capacity", "-1"},
 		{"--runs", "0"},
 		{"--runs", "101"},
 		{"--sim-seeds", "0"},

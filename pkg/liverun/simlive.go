@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,10 +46,20 @@ const Tolerance = 0.10
 // little; the mean over 20 seeds is within a few percent of the expectation.
 const DefaultSimSeeds = 20
 
+// DefaultCompareCapacity bounds the instances on both sides: above the
+// simulator's peak for a few requests per second (48 for gantry on
+// email-categorization at 10/s over 40 seeds), and low enough that a
+// storm of process starts cannot take a 2-core machine down (see
+// docs/platform.md, "Simulator against live").
+const DefaultCompareCapacity = 64
+
 // CompareConfig is one comparison of the live platform with the simulator.
 type CompareConfig struct {
 	// Config is the live run. Compare sets Replay and turns the warm-up
-	// off (both sides cold-boot); Capacity and Stack must be left zero.
+	// off (both sides cold-boot); Stack must be left nil. Capacity bounds
+	// the instances on both sides: the live dispatcher's capacity, and a
+	// simulated cluster of one node with that many cores. 0 leaves both
+	// unbounded (the simulator's default cluster of 288 cores).
 	Config
 	// Runs is how many live runs, with seeds Seed, Seed+1, ..., are
 	// averaged (default 1). The simulator runs the same seeds.
@@ -80,6 +91,10 @@ type Comparison struct {
 	// Live is the mean over the live runs, LiveRuns each run.
 	Live     Side   `json:"live"`
 	LiveRuns []Side `json:"live_runs"`
+	// LiveMaxStep is, per live run, the largest rise of live instances
+	// between two samples 250 ms apart: a scale-up far above the
+	// simulator's peak marks a burst of starts the simulator did not make.
+	LiveMaxStep []int `json:"live_max_step"`
 	// Sim is the simulator's mean over the live runs' seeds.
 	Sim Side `json:"sim"`
 	// Diff is (live − sim) / sim for each figure.
@@ -111,6 +126,13 @@ type Comparison struct {
 	LoadOffsetMs float64 `json:"load_offset_ms"`
 	// LoadAvg is the machine's 1-minute load average before and after.
 	LoadAvg [2]float64 `json:"load_avg"`
+	// Capacity is the bound on instances on both sides (0: none).
+	Capacity int `json:"capacity"`
+	// LiveErrorsByKind sums the live runs' errors by kind.
+	LiveErrorsByKind map[string]int64 `json:"live_errors_by_kind"`
+	// SimSpawnFailures is the simulator's mean starts refused at the
+	// capacity, over its seeds.
+	SimSpawnFailures float64 `json:"sim_spawn_failures"`
 	// ExcessMs is how much longer the live median response is than the
 	// simulator's expected one (0 if it is not): at the median few
 	// requests wait, so this is mostly per-request cost the simulator
@@ -200,8 +222,8 @@ const MaxRuns = 100
 
 func (c *CompareConfig) prepare() error {
 	switch {
-	case c.Capacity != 0:
-		return fmt.Errorf("%w: a comparison runs without a capacity bound, as the simulator's cluster has none at this scale", ErrBadConfig)
+	case c.Capacity < 0:
+		return fmt.Errorf("%w: capacity %d must not be negative", ErrBadConfig, c.Capacity)
 	case c.Policy == "oracle":
 		return fmt.Errorf("%w: the oracle reads the trace's ground truth, which the live platform does not have", ErrBadConfig)
 	case c.Runs < 0 || c.Runs > MaxRuns || c.SimSeeds < 0 || c.SimSeeds > MaxRuns:
@@ -252,7 +274,7 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 		DurationS: cfg.Duration.Seconds(), Seed: cfg.Seed, Runs: cc.Runs, SLOMs: millis(model.SLO),
 		StartDelayMs: millis(cfg.StartDelay), TickMs: millis(cfg.Tick), WindowS: cfg.Window.Seconds(),
 		IdleTimeoutS: cfg.IdleTimeout.Seconds(), Start: "cold boot on both sides: no instance, no policy history",
-		Functions: make([]FunctionSide, len(model.Chain))}
+		Capacity: cfg.Capacity, LiveErrorsByKind: map[string]int64{}, Functions: make([]FunctionSide, len(model.Chain))}
 	c.LoadAvg[0] = loadAvg()
 	var colds []time.Duration
 	var planned, overhead []time.Duration
@@ -283,6 +305,10 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 		for j, f := range rep.Functions {
 			c.Functions[j].LiveSpawned += float64(f.Spawned) / float64(cc.Runs)
 		}
+		c.LiveMaxStep = append(c.LiveMaxStep, maxStep(rep.live))
+		for k, n := range rep.ErrorsByKind {
+			c.LiveErrorsByKind[k] += n
+		}
 		c.last = rep
 	}
 	c.LoadAvg[1] = loadAvg()
@@ -301,6 +327,7 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 			return nil, err
 		}
 		sims = append(sims, simSide(res))
+		c.SimSpawnFailures += float64(res.SpawnFailures) / float64(cc.SimSeeds)
 		if s < cc.Runs {
 			for j, f := range res.Functions {
 				c.Functions[j].Name, c.Functions[j].SLOMs = f.Name, millis(f.SLO)
@@ -329,6 +356,15 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 	}
 	c.SimExcess = spread(withExcess).Mean
 	return c, nil
+}
+
+// maxStep is the largest rise between consecutive samples.
+func maxStep(pts []LivePoint) int {
+	step := 0
+	for i := 1; i < len(pts); i++ {
+		step = max(step, pts[i].Live-pts[i-1].Live)
+	}
+	return step
 }
 
 func diff(live, sim Side) Diff {
@@ -388,8 +424,17 @@ func simulate(cfg Config, model workload.App, coldStart time.Duration, seed uint
 	if err != nil {
 		return sim.Result{}, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	return sim.Run(sim.Config{App: model, Dist: dist, Trace: tr, Policy: cfg.Policy, Seed: seed,
-		ColdStart: coldStart, Tick: cfg.Tick, Window: cfg.Window, IdleTimeout: cfg.IdleTimeout, ColdBoot: true})
+	sc := sim.Config{App: model, Dist: dist, Trace: tr, Policy: cfg.Policy, Seed: seed,
+		ColdStart: coldStart, Tick: cfg.Tick, Window: cfg.Window, IdleTimeout: cfg.IdleTimeout, ColdBoot: true}
+	if cfg.Capacity > 0 {
+		// One node with a core per instance the live platform may hold:
+		// the simulator refuses a start past it as the dispatcher holds
+		// one back, and both retry as instances go.
+		sc.Nodes, sc.CoresPerNode = 1, cfg.Capacity
+		sc.ContainerMemoryMB = sim.DefaultContainerMemoryMB
+		sc.MemoryPerNodeMB = cfg.Capacity * sim.DefaultContainerMemoryMB
+	}
+	return sim.Run(sc)
 }
 
 // withOverhead adds d to every function's mean execution time. The app's
@@ -490,9 +535,13 @@ func (c *Comparison) markdown() string {
 	if c.Runs > 1 {
 		seeds = fmt.Sprintf("seeds %d-%d", c.Seed, c.Seed+uint64(c.Runs)-1)
 	}
+	bound := "no bound on instances"
+	if c.Capacity > 0 {
+		bound = fmt.Sprintf("at most %d instances", c.Capacity)
+	}
 	fmt.Fprintf(&b, "Trace %s at %g requests/s for %.0f s, %s input sizes, %s (%d live run(s)); SLO %.0f ms; start delay %.0f ms; "+
-		"tick %.0f ms, window %.0f s, idle timeout %.0f s on both sides; %s.\n\n",
-		c.Trace, c.Rate, c.DurationS, c.Dist, seeds, c.Runs, c.SLOMs, c.StartDelayMs, c.TickMs, c.WindowS, c.IdleTimeoutS, c.Start)
+		"tick %.0f ms, window %.0f s, idle timeout %.0f s and %s on both sides; %s.\n\n",
+		c.Trace, c.Rate, c.DurationS, c.Dist, seeds, c.Runs, c.SLOMs, c.StartDelayMs, c.TickMs, c.WindowS, c.IdleTimeoutS, bound, c.Start)
 	e := c.SimExpected
 	fmt.Fprintf(&b, "| figure | live | sim, same seeds | live vs sim | sim over %d seeds: mean ± sd (range) | live vs that mean | sim + %.1f ms excess |\n"+
 		"|---|--:|--:|--:|--:|--:|--:|\n", e.Seeds, c.ExcessMs)
@@ -517,15 +566,15 @@ func (c *Comparison) markdown() string {
 		fmt.Fprintf(&b, "| %s | "+f+" | "+f+" | %s | "+f+" ± "+f+" ("+f+"–"+f+") | %s | "+f+" |\n",
 			r.name, k*r.live, k*r.sim, pct(r.diff), k*r.mean, k*r.sd, k*r.lo, k*r.hi, pct(r.diffE), k*r.over)
 	}
-	fmt.Fprintf(&b, "| live errors | %.0f | | | | | |\n\n", c.Live.Errors*float64(c.Runs))
+	fmt.Fprintf(&b, "| live errors | %.0f%s | | | | | |\n\n", c.Live.Errors*float64(c.Runs), errorKinds(c.LiveErrorsByKind))
 	fmt.Fprintf(&b, "Mean live instances and SLO compliance are %s %.0f%% of the simulator's on the same seeds, and %s %.0f%% of its mean over %d seeds; "+
 		"the live run's distance from that mean is %s (mean live instances) and %s (SLO compliance) standard errors.\n\n",
 		inOut(c.Within), 100*Tolerance, inOut(c.WithinExpected), 100*Tolerance, e.Seeds, zText(c.Z.AvgContainers), zText(c.Z.SLOCompliance))
 	if c.Runs > 1 {
-		fmt.Fprintf(&b, "| live run | seed | mean live instances | spawned | SLO compliance | p50 | p99 |\n|--:|--:|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(&b, "| live run | seed | mean live instances | spawned | largest rise in 250 ms | SLO compliance | p50 | p99 |\n|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for i, r := range c.LiveRuns {
-			fmt.Fprintf(&b, "| %d | %d | %.2f | %.0f | %.2f%% | %.1f ms | %.1f ms |\n", i+1, c.Seed+uint64(i), r.AvgContainers, r.ContainersSpawned,
-				100*r.SLOCompliance, r.P50Ms, r.P99Ms)
+			fmt.Fprintf(&b, "| %d | %d | %.2f | %.0f | %d | %.2f%% | %.1f ms | %.1f ms |\n", i+1, c.Seed+uint64(i), r.AvgContainers, r.ContainersSpawned,
+				c.LiveMaxStep[i], 100*r.SLOCompliance, r.P50Ms, r.P99Ms)
 		}
 		b.WriteString("\n")
 	}
@@ -543,7 +592,22 @@ func (c *Comparison) markdown() string {
 	fmt.Fprintf(&b, "- the load started at most %.1f ms after the policy's clock; the live policy's first window and tick come one tick (%.0f ms) after its deployment, the simulator's at 0\n",
 		c.LoadOffsetMs, c.TickMs)
 	fmt.Fprintf(&b, "- machine load average (1 min): %.2f before, %.2f after\n", c.LoadAvg[0], c.LoadAvg[1])
+	if c.Capacity > 0 {
+		fmt.Fprintf(&b, "- both sides held at most %d instances; the simulator refused %.1f starts per run at that bound\n", c.Capacity, c.SimSpawnFailures)
+	}
 	return b.String()
+}
+
+// errorKinds lists errors by kind, " (kind n, ...)", or nothing.
+func errorKinds(m map[string]int64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 func inOut(in bool) string {
