@@ -47,10 +47,10 @@ const Tolerance = 0.10
 const DefaultSimSeeds = 20
 
 // DefaultCompareCapacity bounds the instances on both sides: above the
-// simulator's peak for a few requests per second (48 for gantry on
-// email-categorization at 10/s over 40 seeds), and low enough that a
-// storm of process starts cannot take a 2-core machine down (see
-// docs/platform.md, "Simulator against live").
+// simulator's peak at a few requests per second (at most 48 for gantry on
+// email-categorization at 10/s over 40 seeds, BenchmarkSimSeedSpread), and
+// low enough that a storm of process starts cannot take a 2-core machine
+// down (see docs/platform.md, "Simulator against live").
 const DefaultCompareCapacity = 64
 
 // CompareConfig is one comparison of the live platform with the simulator.
