@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -58,20 +57,7 @@ func newBenchGatewayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if out != "" {
-				if err := rep.WriteDir(out); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			} else {
-				err = rep.WriteTable(cmd.OutOrStdout())
-			}
-			if err == nil && rep.Interrupted {
-				err = fmt.Errorf("bench gateway: interrupted; the figures above are partial")
-			}
-			return err
+			return emitBenchReport(cmd, "bench gateway", rep, out, asJSON, rep.Interrupted)
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("bench gateway: %v", err) })

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -75,20 +73,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if out != "" {
-				if err := rep.WriteDir(out); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				err = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			} else {
-				err = rep.WriteTable(cmd.OutOrStdout())
-			}
-			if err == nil && rep.Interrupted {
-				err = fmt.Errorf("bench orchestration: interrupted; the figures above are partial")
-			}
-			return err
+			return emitBenchReport(cmd, "bench orchestration", rep, out, asJSON, rep.Interrupted)
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("bench orchestration: %v", err) })
