@@ -12,6 +12,7 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,7 +51,11 @@ type Config struct {
 	// minimum (default 60 s).
 	IdleTimeout time.Duration
 	// Now is the clock (default time.Now); tests step a fake one.
-	Now    func() time.Time
+	Now func() time.Time
+	// Check is an instance's health check after it failed a request: nil
+	// means healthy (default backend.CheckHealth, an HTTP GET of
+	// backend.HealthPath).
+	Check  func(ctx context.Context, inst backend.Instance) error
 	Seed   uint64
 	Logger *slog.Logger
 }
@@ -74,6 +79,9 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Check == nil {
+		c.Check = backend.CheckHealth
+	}
 }
 
 // Dispatcher is safe for concurrent use.
@@ -81,6 +89,10 @@ type Dispatcher struct {
 	cfg   Config
 	be    backend.Backend
 	epoch time.Time
+	// ctx ends with Close; it bounds health checks.
+	ctx       context.Context
+	endChecks context.CancelFunc
+	checks    sync.WaitGroup
 
 	// mu guards everything below.
 	mu     sync.Mutex
@@ -108,6 +120,7 @@ func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{cfg: cfg, be: be, epoch: cfg.Now(), fns: map[string]*function{},
 		apps: map[string]*group{}, byID: map[string]*instance{}}
+	d.ctx, d.endChecks = context.WithCancel(context.Background())
 	be.Attach(events{d})
 	return d, nil
 }
@@ -176,7 +189,10 @@ type instance struct {
 	idleSince time.Time
 	// draining instances take no new request and stop when idle.
 	draining bool
-	gone     bool
+	// suspect instances failed a request and take no new one until their
+	// health check answers.
+	suspect bool
+	gone    bool
 }
 
 func (in *instance) free() int { return in.slots - len(in.running) }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,7 +307,15 @@ func TestConcurrentRequestsAllEndCounted(t *testing.T) {
 	f := decl("f", 0)
 	f.MaxQueue = 100000
 	f.Concurrency = 2
-	d := newTestDispatcher(t, Config{Tick: time.Millisecond}, be, f)
+	// Half the instances that fail a request pass their health check.
+	var checks atomic.Int64
+	check := func(context.Context, backend.Instance) error {
+		if checks.Add(1)%2 == 0 {
+			return errors.New("no answer")
+		}
+		return nil
+	}
+	d := newTestDispatcher(t, Config{Tick: time.Millisecond, Check: check}, be, f)
 	ctx, stop := context.WithCancel(context.Background())
 	go d.Run(ctx)
 	defer stop()
@@ -339,7 +348,7 @@ func TestConcurrentRequestsAllEndCounted(t *testing.T) {
 				}
 				switch (w * i) % 5 {
 				case 0:
-					l.Crashed(errors.New("connection reset"))
+					l.Failed(errors.New("connection reset"))
 				case 1:
 					l.Abandon()
 				default:
@@ -410,5 +419,166 @@ func TestUpdateDrainsOldInstancesAndKeepsTheApp(t *testing.T) {
 	d.mu.Unlock()
 	if groups != 1 {
 		t.Fatalf("%d groups after update, want 1", groups)
+	}
+}
+
+// gatedCheck is a health check that answers with the verdict the test
+// sends, so a test can look at the dispatcher while the check runs.
+type gatedCheck struct {
+	asked   chan backend.Instance
+	verdict chan error
+}
+
+func newGatedCheck() *gatedCheck {
+	return &gatedCheck{asked: make(chan backend.Instance, 16), verdict: make(chan error)}
+}
+
+func (g *gatedCheck) check(ctx context.Context, inst backend.Instance) error {
+	g.asked <- inst
+	select {
+	case err := <-g.verdict:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// failOne starts one instance of "f", acquires it and reports the request
+// failed; it returns the failed instance.
+func failOne(t *testing.T, d *Dispatcher, be *fakeBackend) backend.Instance {
+	t.Helper()
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := d.Acquire(context.Background(), req("f"))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, func() bool { return be.started("f") == 1 })
+	inst := be.ready("f")
+	l := <-got
+	l.Failed(errors.New("connection refused"))
+	return inst
+}
+
+// A request that an instance fails does not kill the instance: it takes no
+// request while its health check runs (the next one waits for it, and no
+// second instance is started for it), then serves again when healthy.
+func TestFailedRequestKeepsAHealthyInstance(t *testing.T) {
+	be := newFake(false)
+	gc := newGatedCheck()
+	f := decl("f", 0)
+	f.MaxScale = 1
+	d := newTestDispatcher(t, Config{Check: gc.check}, be, f)
+	inst := failOne(t, d, be)
+	if asked := <-gc.asked; asked.ID != inst.ID {
+		t.Fatalf("checked %q, want %q", asked.ID, inst.ID)
+	}
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := d.Acquire(context.Background(), req("f"))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
+	select {
+	case <-got:
+		t.Fatal("a request ran on an instance whose health check is still running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	gc.verdict <- nil
+	l := <-got
+	if l.Instance.ID != inst.ID {
+		t.Fatalf("ran on %q, want the checked instance %q", l.Instance.ID, inst.ID)
+	}
+	l.Release(time.Millisecond, 1)
+	st, _ := d.Function("f")
+	s := st.Stats
+	if s.InstanceErrors != 1 || s.Checks != 1 || s.Crashes != 0 || s.Stopped != 0 || be.started("f") != 1 || st.Available != 1 {
+		t.Fatalf("stats %+v available %d started %d: want the instance kept", s, st.Available, be.started("f"))
+	}
+}
+
+// An instance that fails its health check is stopped and replaced, and the
+// request waiting for it runs on the replacement.
+func TestFailedRequestStopsAnUnhealthyInstance(t *testing.T) {
+	be := newFake(false)
+	gc := newGatedCheck()
+	f := decl("f", 0)
+	f.MaxScale = 1
+	d := newTestDispatcher(t, Config{Check: gc.check}, be, f)
+	inst := failOne(t, d, be)
+	<-gc.asked
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := d.Acquire(context.Background(), req("f"))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
+	gc.verdict <- errors.New("no answer")
+	waitFor(t, func() bool { return be.started("f") == 2 })
+	next := be.ready("f")
+	l := <-got
+	if l.Instance.ID != next.ID {
+		t.Fatalf("ran on %q, want the replacement %q", l.Instance.ID, next.ID)
+	}
+	l.Release(time.Millisecond, 1)
+	be.mu.Lock()
+	stopped := append([]string(nil), be.stopped...)
+	be.mu.Unlock()
+	st, _ := d.Function("f")
+	if len(stopped) != 1 || stopped[0] != inst.ID || st.Stats.Crashes != 1 || st.Stats.Checks != 1 {
+		t.Fatalf("stopped %v stats %+v: want %q stopped as crashed", stopped, st.Stats, inst.ID)
+	}
+}
+
+// Many requests failing on one instance at once ask for one health check.
+func TestConcurrentFailuresCheckOnce(t *testing.T) {
+	be := newFake(false)
+	gc := newGatedCheck()
+	f := decl("f", 0)
+	f.MaxScale, f.Concurrency, f.MaxQueue = 1, 16, 1000
+	d := newTestDispatcher(t, Config{Check: gc.check}, be, f)
+	leases := make(chan *Lease, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := d.Acquire(context.Background(), req("f"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			leases <- l
+		}()
+	}
+	waitFor(t, func() bool { return be.started("f") == 1 })
+	be.ready("f")
+	wg.Wait()
+	close(leases)
+	var fw sync.WaitGroup
+	for l := range leases {
+		fw.Add(1)
+		go func() { defer fw.Done(); l.Failed(errors.New("reset")) }()
+	}
+	fw.Wait()
+	<-gc.asked
+	select {
+	case inst := <-gc.asked:
+		t.Fatalf("a second check of %q", inst.ID)
+	case <-time.After(20 * time.Millisecond):
+	}
+	gc.verdict <- nil
+	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Stats.Checks == 1 && st.Available == 1 })
+	st, _ := d.Function("f")
+	if st.Stats.InstanceErrors != 16 || st.Stats.Crashes != 0 {
+		t.Fatalf("stats %+v", st.Stats)
 	}
 }

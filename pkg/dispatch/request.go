@@ -138,9 +138,14 @@ func (l *Lease) Release(exec time.Duration, output float64) { l.d.finish(l.c, ex
 // execution timed out.
 func (l *Lease) Abandon() { l.d.finish(l.c, 0, 0, false) }
 
-// Crashed reports that the instance did not answer: it is taken out of
-// service and the slot is gone with it.
-func (l *Lease) Crashed(err error) {
+// Failed reports that the instance did not answer this request (refused,
+// reset, closed). The slot is returned without a sample and the request
+// counts as an instance error; the caller may retry on another instance.
+// One failed request does not kill an instance: it takes no new request
+// until its health check (Config.Check) answers. Healthy, it serves again;
+// not, it is stopped. An instance whose process exits is removed by the
+// backend's Exited event in any case.
+func (l *Lease) Failed(err error) {
 	d := l.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -148,10 +153,47 @@ func (l *Lease) Crashed(err error) {
 	in.fn.stats.InstanceErrors++
 	d.cfg.Logger.Warn("instance failed a request", "instance", in.ID, "err", err)
 	d.lockedRemoveRunning(l.c)
-	if !in.gone {
-		in.fn.stats.Crashes++
-		d.lockedStop(in, d.cfg.Now())
+	if in.gone {
+		return
 	}
+	if in.draining && len(in.running) == 0 {
+		d.lockedStop(in, d.cfg.Now())
+		return
+	}
+	if !in.suspect && !d.closed {
+		in.suspect = true
+		in.fn.stats.Checks++
+		d.checks.Add(1)
+		go d.check(in)
+	}
+}
+
+// check runs an instance's health check off the lock and applies the
+// verdict.
+func (d *Dispatcher) check(in *instance) {
+	defer d.checks.Done()
+	err := d.cfg.Check(d.ctx, in.Instance)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in.suspect = false
+	if in.gone || d.closed {
+		return
+	}
+	now := d.cfg.Now()
+	if err != nil {
+		d.cfg.Logger.Warn("instance failed its health check: stopping it", "instance", in.ID, "err", err)
+		in.fn.stats.Crashes++
+		d.lockedStop(in, now)
+		d.lockedGrant(now)
+		d.lockedEnsureProgress(in.fn, now)
+		return
+	}
+	if in.draining && len(in.running) == 0 {
+		d.lockedStop(in, now)
+		d.lockedGrant(now)
+		return
+	}
+	d.lockedFeed(in, now)
 }
 
 func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample bool) {
@@ -208,7 +250,7 @@ func (d *Dispatcher) lockedRun(c *call, in *instance, now time.Time) {
 // lockedFeed gives an instance's free slots to the queue's head.
 func (d *Dispatcher) lockedFeed(in *instance, now time.Time) {
 	fn := in.fn
-	for !in.draining && in.free() > 0 {
+	for !in.draining && !in.suspect && in.free() > 0 {
 		c, _, ok := fn.queue.Pop(d.nanos(now))
 		if !ok {
 			return
@@ -223,7 +265,7 @@ func (d *Dispatcher) lockedFeed(in *instance, now time.Time) {
 func (f *function) lockedFreeInstance() *instance {
 	var best *instance
 	for _, in := range f.ready {
-		if in.draining || in.free() == 0 {
+		if in.draining || in.suspect || in.free() == 0 {
 			continue
 		}
 		if best == nil || in.idleSince.After(best.idleSince) {

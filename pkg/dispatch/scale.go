@@ -235,6 +235,9 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 			v.Running = append(v.Running, policy.Item{Size: c.size, Exec: time.Duration(c.entry.Pred), Waited: now.Sub(c.started)})
 			v.Free = append(v.Free, max(0, c.started.Add(time.Duration(c.entry.Pred)).Sub(now)))
 		}
+		if in.suspect {
+			continue // its free slots wait for its health check
+		}
 		for range in.free() {
 			v.Free = append(v.Free, 0)
 		}
@@ -358,5 +361,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		d.lockedFailQueued(fn, ErrClosed)
 	}
 	d.mu.Unlock()
+	d.endChecks()
+	d.checks.Wait()
 	return d.be.Close(ctx)
 }

@@ -17,7 +17,9 @@ type FunctionStats struct {
 	InstanceErrors                         int64
 	Spawned, Ready, StartFailures          int64
 	Stopped, Crashes                       int64
-	ColdStartSum                           time.Duration
+	// Checks counts health checks after an instance failed a request.
+	Checks       int64
+	ColdStartSum time.Duration
 }
 
 // Stats is the dispatcher's totals.

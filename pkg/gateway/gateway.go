@@ -7,9 +7,7 @@ package gateway
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,7 +37,7 @@ type Gateway struct {
 	cfg     Config
 	d       *dispatch.Dispatcher
 	mux     *http.ServeMux
-	client  *http.Client
+	up      *upstream
 	metrics *metrics
 }
 
@@ -57,24 +55,15 @@ func New(cfg Config) *Gateway {
 	if cfg.Orchestration == "" {
 		cfg.Orchestration = "local"
 	}
-	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), client: newClient(),
+	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
 		metrics: newMetrics(cfg.Registry, cfg.Dispatcher)}
 	g.routes()
 	return g
 }
 
-// newClient is tuned for many concurrent requests to a few loopback hosts.
-func newClient() *http.Client {
-	t := &http.Transport{
-		Proxy:               nil, // instances are local or pod IPs: never through a proxy
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 1024,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	return &http.Client{Transport: t}
-}
+// Close closes the gateway's idle connections to instances and stops
+// their janitor. Call it once the server has stopped.
+func (g *Gateway) Close() { g.up.close() }
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }

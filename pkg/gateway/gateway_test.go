@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,37 @@ func TestCrashingInstanceIsRetriedOnceThen502(t *testing.T) {
 	st, _ := srv.D.Function("crash")
 	if st.Stats.InstanceErrors != 2 || st.Stats.Accepted != 2 {
 		t.Fatalf("stats %+v: want two attempts, both instance errors", st.Stats)
+	}
+}
+
+// One reset connection does not kill an instance: the request is retried
+// on the other instance, the one that failed passes its health check and
+// keeps serving.
+func TestResetConnectionIsRetriedAndTheInstanceKept(t *testing.T) {
+	f := instanceFunction(t, "flaky", "flaky")
+	f.Env["GANTRY_TEST_FLAKY"] = filepath.Join(t.TempDir(), "claimed")
+	f.MinScale, f.MaxScale = 2, 2
+	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{f}}, nil)
+	waitUntil(t, "two instances ready", func() bool {
+		st, _ := srv.D.Function("flaky")
+		return st.Available == 2
+	})
+	// One instance resets its first request: a request that lands there
+	// is retried on the other. Enough requests go out that one lands there
+	// (the dispatcher picks the instance idle the shortest time).
+	for i := range 4 {
+		code, body, _ := do(t, "POST", srv.URL()+"/function/flaky", "hello", nil)
+		if code != 200 || body != "hello" {
+			t.Fatalf("request %d: %d %q, want 200 with the body echoed", i, code, body)
+		}
+	}
+	waitUntil(t, "the health check's verdict", func() bool {
+		st, _ := srv.D.Function("flaky")
+		return st.Stats.Checks >= 1 && st.Running == 0 && st.Available == 2
+	})
+	st, _ := srv.D.Function("flaky")
+	if st.Stats.InstanceErrors != 1 || st.Stats.Crashes != 0 || st.Stats.Stopped != 0 || st.Stats.Spawned != 2 {
+		t.Fatalf("stats %+v: want an instance error, no instance stopped or replaced", st.Stats)
 	}
 }
 

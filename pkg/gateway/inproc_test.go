@@ -80,7 +80,9 @@ func inprocGateway(tb testing.TB, fns ...stack.Function) (*Gateway, *dispatch.Di
 		}
 	}
 	tb.Cleanup(func() { _ = d.Close(context.Background()) })
-	return New(Config{Dispatcher: d, MaxBody: 1 << 16}), d
+	g := New(Config{Dispatcher: d, MaxBody: 1 << 16})
+	tb.Cleanup(g.Close)
+	return g, d
 }
 
 func plainFunction(name string) stack.Function {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +43,7 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	name := trimNamespace(r.PathValue("name"))
 	decl, ok := g.d.Lookup(name)
 	if !ok {
-		g.fail(w, name, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
+		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
 		return
 	}
 	body, fail := g.readBody(w, r)
@@ -71,7 +70,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	app, ok := g.d.App(name)
 	if !ok {
-		g.fail(w, name, &failure{http.StatusNotFound, "not_found", fmt.Errorf("app %q not found", name)})
+		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found", fmt.Errorf("app %q not found", name)})
 		return
 	}
 	body, fail := g.readBody(w, r)
@@ -113,6 +112,11 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 	g.reply(w, name, res, time.Since(arrival))
 }
 
+// unknownName is the function_name label of requests for a name that is
+// not deployed: a client choosing names must not grow the metrics without
+// bound.
+const unknownName = "_unknown"
+
 // trimNamespace drops the ".openfaas-fn" suffix faas-cli adds to a
 // function's name when given a namespace: the local runtime has only that
 // one.
@@ -131,13 +135,22 @@ func chainHeader(res *result, _ stack.Function) http.Header {
 	return h
 }
 
-// readBody reads the whole body within the limit.
+// readBody reads the whole body within the limit. A declared length is
+// read into a buffer of exactly that size (bounded first); an unknown one
+// grows as it comes.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *failure) {
 	if r.ContentLength > g.cfg.MaxBody {
 		return nil, &failure{http.StatusRequestEntityTooLarge, "too_large",
 			fmt.Errorf("body of %d bytes is over the limit of %d", r.ContentLength, g.cfg.MaxBody)}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	var body []byte
+	var err error
+	if r.ContentLength >= 0 {
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -183,7 +196,8 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
 		}
-		g.metrics.queueWait.WithLabelValues(decl.Name).Observe(lease.Waited.Seconds())
+		m := g.metrics.forName(decl.Name)
+		m.queueWait.Observe(lease.Waited.Seconds())
 		res, crashed, fail := g.execute(ctx, lease, body, fwd)
 		if fail != nil {
 			return nil, fail
@@ -192,7 +206,7 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 			return res, nil
 		}
 		lastErr = crashed
-		g.metrics.retries.WithLabelValues(decl.Name).Inc()
+		m.retries.Inc()
 	}
 	return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, lastErr)}
 }
@@ -213,63 +227,49 @@ func acquireFailure(ctx context.Context, err error) *failure {
 	return &failure{http.StatusBadRequest, "bad_request", err}
 }
 
-// execute forwards one request on a lease. crashed is set when the
-// instance did not answer and the caller may retry.
-func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byte, fwd forward) (res *result, crashed error, fail *failure) {
-	cctx, cancel := context.WithTimeout(ctx, lease.Timeout)
-	defer cancel()
-	url := "http://" + lease.Instance.Addr + fwd.path
-	if fwd.query != "" {
-		url += "?" + fwd.query
-	}
-	req, err := http.NewRequestWithContext(cctx, fwd.method, url, bytes.NewReader(body))
-	if err != nil {
-		lease.Abandon()
-		return nil, nil, &failure{http.StatusBadRequest, "bad_request", err}
-	}
-	copyHeader(req.Header, fwd.header)
+// execute forwards one request on a lease. failed is set when the
+// instance did not answer and the caller may retry on another.
+func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byte, fwd forward) (res *result, failed error, fail *failure) {
 	start := time.Now()
-	resp, err := g.client.Do(req)
-	if err == nil {
-		res, err = g.readResponse(resp)
-	}
+	deadline := start.Add(lease.Timeout)
+	up := &upRequest{addr: lease.Instance.Addr, method: fwd.method, path: fwd.path, query: fwd.query,
+		header: fwd.header, body: body}
+	resp, err := g.up.do(ctx, up, deadline, g.cfg.MaxBody)
 	exec := time.Since(start)
-	switch {
-	case err == nil:
+	if err == nil {
+		res = &result{status: resp.status, header: resp.header, body: resp.body, outSize: outputSize(resp)}
 		lease.Release(exec, res.outSize)
 		return res, nil, nil
+	}
+	switch {
 	case ctx.Err() != nil:
 		lease.Abandon()
 		return nil, nil, &failure{499, "canceled", ctx.Err()}
-	case cctx.Err() != nil:
+	case !time.Now().Before(deadline):
 		lease.Abandon()
 		return nil, nil, &failure{http.StatusGatewayTimeout, "timeout", fmt.Errorf("function %q did not answer within %v", lease.Instance.Function, lease.Timeout)}
 	case errors.Is(err, errTooLarge):
 		lease.Release(exec, float64(g.cfg.MaxBody))
 		return nil, nil, &failure{http.StatusBadGateway, "too_large", err}
 	}
-	lease.Crashed(err)
+	// Refused, reset or closed: the instance is out of service until its
+	// health check says whether it is gone or was only busy for a moment.
+	lease.Failed(err)
 	return nil, err, nil
 }
 
 var errTooLarge = errors.New("response body over the limit")
 
-func (g *Gateway) readResponse(resp *http.Response) (*result, error) {
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, g.cfg.MaxBody+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(body)) > g.cfg.MaxBody {
-		return nil, fmt.Errorf("%w of %d bytes", errTooLarge, g.cfg.MaxBody)
-	}
-	res := &result{status: resp.StatusCode, header: resp.Header, body: body, outSize: float64(max(1, len(body)))}
-	if v := resp.Header.Get(OutputSizeHeader); v != "" {
+// outputSize is the size the next function of a chain receives: the
+// instance's X-Output-Size, else the body's length.
+func outputSize(resp *upResponse) float64 {
+	size := float64(max(1, len(resp.body)))
+	if v := resp.header.Get(OutputSizeHeader); v != "" {
 		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 && !math.IsInf(s, 0) {
-			res.outSize = s
+			size = s
 		}
 	}
-	return res, nil
+	return size
 }
 
 // hopHeaders are per-connection and never forwarded (RFC 9110 7.6.1).
@@ -290,14 +290,14 @@ func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took ti
 	w.Header().Set("X-Duration-Seconds", strconv.FormatFloat(took.Seconds(), 'f', 6, 64))
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
-	g.metrics.observe(name, res.status, took)
+	g.metrics.forName(name).observe(res.status, took)
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
 	if f.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	g.metrics.outcomes.WithLabelValues(name, f.outcome).Inc()
+	g.metrics.forName(name).outcome(f.outcome).Inc()
 	if f.status == 499 {
 		return // nobody is listening
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,7 @@ func serveInstance(mode string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	var posts atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			return // the health check
@@ -41,6 +43,20 @@ func serveInstance(mode string) {
 		switch mode {
 		case "crash":
 			os.Exit(3)
+		case "flaky":
+			// In the one process that creates $GANTRY_TEST_FLAKY first,
+			// the first request's connection is reset without an answer;
+			// the process stays healthy and answers every later one.
+			if posts.Add(1) == 1 && claim(os.Getenv("GANTRY_TEST_FLAKY")) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					if tc, ok := conn.(*net.TCPConn); ok {
+						_ = tc.SetLinger(0)
+					}
+					conn.Close()
+				}
+				return
+			}
 		case "slow":
 			time.Sleep(300 * time.Millisecond)
 		case "upper":
@@ -50,6 +66,16 @@ func serveInstance(mode string) {
 		_, _ = w.Write(body)
 	})
 	_ = http.Serve(ln, h)
+}
+
+// claim reports whether this process created the file at path first.
+func claim(path string) bool {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
 }
 
 // instanceFunction declares a function whose instances are this test

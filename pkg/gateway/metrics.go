@@ -2,11 +2,14 @@ package gateway
 
 import (
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/stack"
 )
 
 // metrics keeps OpenFaaS's gateway metric names where they exist, so
@@ -17,6 +20,67 @@ type metrics struct {
 	outcomes    *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
 	retries     *prometheus.CounterVec
+
+	// byName holds each name's series bound once, so a request does not
+	// hash its labels into the vectors every time; at most maxBound names.
+	byName sync.Map // string -> *bound
+	nBound atomic.Int64
+}
+
+// maxBound bounds the names whose series are kept bound: every function
+// and app a gateway can serve, with room for names reused after removal.
+const maxBound = 4 * stack.MaxFunctions
+
+// bound is one function's or app's series.
+type bound struct {
+	queueWait prometheus.Observer
+	retries   prometheus.Counter
+	codes     [600]atomic.Pointer[codeSeries] // by HTTP status
+	outcomes  sync.Map                        // reason -> prometheus.Counter
+	m         *metrics
+	name      string
+}
+
+type codeSeries struct {
+	invocations prometheus.Counter
+	seconds     prometheus.Observer
+}
+
+// forName returns name's series, bound on first use.
+func (m *metrics) forName(name string) *bound {
+	if b, ok := m.byName.Load(name); ok {
+		return b.(*bound)
+	}
+	b := &bound{m: m, name: name, queueWait: m.queueWait.WithLabelValues(name), retries: m.retries.WithLabelValues(name)}
+	if m.nBound.Load() >= maxBound {
+		return b // past the bound: used once, not kept
+	}
+	if old, loaded := m.byName.LoadOrStore(name, b); loaded {
+		return old.(*bound)
+	}
+	m.nBound.Add(1)
+	return b
+}
+
+func (b *bound) code(status int) *codeSeries {
+	if status < 0 || status >= len(b.codes) {
+		status = 0
+	}
+	if c := b.codes[status].Load(); c != nil {
+		return c
+	}
+	code := strconv.Itoa(status)
+	c := &codeSeries{invocations: b.m.invocations.WithLabelValues(b.name, code), seconds: b.m.seconds.WithLabelValues(b.name, code)}
+	b.codes[status].CompareAndSwap(nil, c)
+	return b.codes[status].Load()
+}
+
+func (b *bound) outcome(reason string) prometheus.Counter {
+	if c, ok := b.outcomes.Load(reason); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := b.outcomes.LoadOrStore(reason, b.m.outcomes.WithLabelValues(b.name, reason))
+	return c.(prometheus.Counter)
 }
 
 func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
@@ -37,10 +101,10 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 	return m
 }
 
-func (m *metrics) observe(name string, status int, took time.Duration) {
-	code := strconv.Itoa(status)
-	m.invocations.WithLabelValues(name, code).Inc()
-	m.seconds.WithLabelValues(name, code).Observe(took.Seconds())
+func (b *bound) observe(status int, took time.Duration) {
+	c := b.code(status)
+	c.invocations.Inc()
+	c.seconds.Observe(took.Seconds())
 }
 
 // stateCollector reads the dispatcher's live state at scrape time.

@@ -90,6 +90,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	}
 	s.stop()
 	<-s.ticks
+	s.G.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := s.D.Close(cctx); err != nil {
