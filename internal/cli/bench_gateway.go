@@ -10,8 +10,12 @@ import (
 )
 
 // serveForFlag makes `gantry bench gateway` the Gantry gateway child of a
-// run instead of a run.
-const serveForFlag = "serve-gantry-for"
+// run instead of a run; serveInstanceFlag the echo instance child of a
+// --sustain run.
+const (
+	serveForFlag      = gatewaybench.ServeGantryFlag
+	serveInstanceFlag = gatewaybench.ServeInstanceFlag
+)
 
 func newBenchGatewayCmd() *cobra.Command {
 	var (
@@ -21,6 +25,8 @@ func newBenchGatewayCmd() *cobra.Command {
 		out           string
 		gantryProcess bool
 		serveFor      string
+		serveInstance bool
+		sustain       float64
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -33,12 +39,19 @@ func newBenchGatewayCmd() *cobra.Command {
 			"the latency each adds over the direct path, and each hop's share.",
 		Example: `  gantry bench gateway
   gantry bench gateway --rate 1000 --duration 10s --out out/bench-gateway
-  gantry bench gateway --openfaas '' --json     # Gantry's gateway only`,
+  gantry bench gateway --openfaas '' --json     # Gantry's gateway only
+  gantry bench gateway --sustain 5000 --duration 30s --gomaxprocs 2   # throughput, CPU per process, the gateway's heap over time`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if serveFor != "" {
 				// The child side of the gantry path, started by the run below.
 				return gatewaybench.ServeGantry(cmd.Context(), serveFor, cmd.OutOrStdout())
+			}
+			if serveInstance {
+				return gatewaybench.ServeInstance(cmd.Context(), cmd.OutOrStdout())
+			}
+			if sustain > 0 {
+				return runSustain(cmd, opts, sustain, out, asJSON, quiet)
 			}
 			if err := opts.Validate(); err != nil {
 				return usagef("bench gateway: %v", err)
@@ -79,5 +92,43 @@ func newBenchGatewayCmd() *cobra.Command {
 	f.BoolVar(&gantryProcess, "gantry-process", true, "also run Gantry's gateway in a process of its own, as `gantry serve` and the OpenFaaS gateway run (the in-process one is always measured)")
 	f.StringVar(&serveFor, serveForFlag, "", "internal: serve Gantry's gateway for the instance at this address and print its URL")
 	_ = f.MarkHidden(serveForFlag)
+	f.BoolVar(&serveInstance, serveInstanceFlag, false, "internal: serve the echo instance and print its URL")
+	_ = f.MarkHidden(serveInstanceFlag)
+	f.Float64Var(&sustain, "sustain", 0, "instead of the comparison: send this many requests/s through Gantry's gateway for --duration "+
+		"(30s unless given), the load generator, the gateway and the echo instance in three processes; report completed requests/s, "+
+		"each process's CPU and the gateway's heap every second (--out: report.json, timeline.csv)")
 	return cmd
+}
+
+// runSustain is `gantry bench gateway --sustain RATE`.
+func runSustain(cmd *cobra.Command, opts gatewaybench.Options, rate float64, out string, asJSON, quiet bool) error {
+	so := gatewaybench.DefaultSustainOptions()
+	so.Rate = rate
+	f := cmd.Flags()
+	if f.Changed("duration") {
+		so.Duration = opts.Duration
+	}
+	if f.Changed("warmup") {
+		so.Warmup = opts.Warmup
+	}
+	if f.Changed("max-inflight") {
+		so.MaxInFlight = opts.MaxInFlight
+	}
+	so.BodyBytes, so.GOMAXPROCS, so.Seed, so.ReadyWait = opts.BodyBytes, opts.GOMAXPROCS, opts.Seed, opts.ReadyWait
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench gateway: finding this binary to run the gateway and instance processes: %w", err)
+	}
+	so.Command = []string{self, "bench", "gateway"}
+	if err := so.Validate(); err != nil {
+		return usagef("bench gateway: %v", err)
+	}
+	if !quiet {
+		so.Log = cmd.ErrOrStderr()
+	}
+	rep, err := gatewaybench.Sustain(cmd.Context(), so)
+	if err != nil {
+		return err
+	}
+	return emitBenchReport(cmd, "bench gateway --sustain", rep, out, asJSON, rep.Interrupted)
 }

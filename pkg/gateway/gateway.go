@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gantry.dev/gantry/pkg/dispatch"
@@ -28,7 +29,8 @@ type Config struct {
 	// Orchestration names the backend in /system/info.
 	Orchestration string
 	Logger        *slog.Logger
-	// Registry receives the gateway's metrics (default: a new one).
+	// Registry receives the gateway's metrics (default: a new one, with
+	// the Go runtime's and the process's collectors).
 	Registry *prometheus.Registry
 }
 
@@ -50,7 +52,10 @@ func New(cfg Config) *Gateway {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Registry == nil {
+		// The Go runtime's and the process's own series too, as the
+		// OpenFaaS gateway has: heap, GC, goroutines, CPU, resident memory.
 		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	if cfg.Orchestration == "" {
 		cfg.Orchestration = "local"

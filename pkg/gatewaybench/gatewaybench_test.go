@@ -37,12 +37,32 @@ const (
 	// gantryEnv makes the test binary the Gantry gateway child, as the
 	// hidden flag of `gantry bench gateway` makes the gantry binary.
 	gantryEnv = "GATEWAYBENCH_GANTRY_CHILD"
+	// sustainEnv makes the test binary a child of a Sustain run, as
+	// `gantry bench gateway` with its hidden flags: the last arguments say
+	// which.
+	sustainEnv = "GATEWAYBENCH_SUSTAIN_CHILD"
 )
 
 func TestMain(m *testing.M) {
 	switch {
 	case os.Getenv(fakeEnv) == "1":
 		runFakeOpenFaaS()
+		return
+	case os.Getenv(sustainEnv) == "1":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		var err error
+		if n := len(os.Args); os.Args[n-1] == "--"+ServeInstanceFlag {
+			err = ServeInstance(ctx, os.Stdout)
+		} else if n >= 2 && os.Args[n-2] == "--"+ServeGantryFlag {
+			err = ServeGantry(ctx, os.Args[n-1], os.Stdout)
+		} else {
+			err = fmt.Errorf("arguments %q name no child", os.Args)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sustain child:", err)
+			os.Exit(1)
+		}
 		return
 	case os.Getenv(gantryEnv) == "1":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
