@@ -44,7 +44,7 @@ bench:
 
 # Enqueue-to-start latency of critical events (docs/engine.md).
 bench-queue: build
-	./bin/gantry bench queue --duration 5s
+	./bin/gantry bench queue --duration 5s --workers 5,20
 
 # Gateway overhead beside the OpenFaaS gateway (docs/benchmarks.md); builds
 # the pinned OpenFaaS gateway into $(GANTRY_CACHE) once.

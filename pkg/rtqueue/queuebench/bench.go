@@ -14,33 +14,48 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
-
-	"gantry.dev/gantry/pkg/rtqueue"
 )
 
-// Queue and scenario names, as they appear in the output.
+// Queue and scenario names, as they appear in the output. The gantry
+// queues switch the engine's mechanisms on one at a time, all at the same
+// number of workers as the baselines, so the gap to client-go splits into
+// what each mechanism adds:
+//
+//	clientgo        client-go's FIFO workqueue, goroutine workers
+//	ctrlruntime     controller-runtime's priorityqueue, goroutine workers
+//	gantry-order    rtqueue: priority order; no reserve, threads untouched
+//	gantry-reserve  + Reserve of the workers kept for critical items
+//	gantry-nort     + nice values (the pool without CAP_SYS_NICE)
+//	gantry          + SCHED_FIFO: the whole engine
 const (
-	QueueClientGo    = "clientgo"
-	QueueCtrlRuntime = "ctrlruntime"
-	QueueGantry      = "gantry"
-	QueueGantryNoRT  = "gantry-nort"
+	QueueClientGo      = "clientgo"
+	QueueCtrlRuntime   = "ctrlruntime"
+	QueueGantryOrder   = "gantry-order"
+	QueueGantryReserve = "gantry-reserve"
+	QueueGantryNoRT    = "gantry-nort"
+	QueueGantry        = "gantry"
 
-	// ScenarioMixed: background items are half CPU, half blocking I/O.
+	// ScenarioMixed: items are half CPU, half blocking I/O.
 	ScenarioMixed = "mixed"
-	// ScenarioCPUHog: background items are pure CPU on every core.
+	// ScenarioCPUHog: items are pure CPU, with more workers than cores.
 	ScenarioCPUHog = "cpuhog"
 )
 
 // Queues and Scenarios list every name in output order.
 var (
-	Queues    = []string{QueueClientGo, QueueCtrlRuntime, QueueGantry, QueueGantryNoRT}
+	Queues    = []string{QueueClientGo, QueueCtrlRuntime, QueueGantryOrder, QueueGantryReserve, QueueGantryNoRT, QueueGantry}
 	Scenarios = []string{ScenarioMixed, ScenarioCPUHog}
 )
 
 // ErrUnknownName reports a queue or scenario name not in the lists above.
 var ErrUnknownName = errors.New("queuebench: unknown name")
 
-// Options shape a run. Zero fields take the issue's workload.
+// DefaultWorkers is kube-controller-manager's deployment and replicaset
+// controllers' worker count (--concurrent-*-syncs) and the paper's fixed
+// pool of five watchdog threads (its Table 2).
+const DefaultWorkers = 5
+
+// Options shape a run. Zero fields take the defaults.
 type Options struct {
 	// Duration bounds each case, warm-up included.
 	Duration time.Duration
@@ -48,16 +63,23 @@ type Options struct {
 	Backlog int
 	// CriticalEvery is the critical items' period.
 	CriticalEvery time.Duration
-	// ItemWork is one background item's work.
-	ItemWork time.Duration
-	// GOMAXPROCS for the gantry cases: 0 means
-	// rtqueue.RecommendedGOMAXPROCS, negative leaves it unchanged.
-	GOMAXPROCS int
-	// BaselineGOMAXPROCS for the clientgo and ctrlruntime cases: 0 leaves
-	// it unchanged (what a vanilla controller runs with).
-	BaselineGOMAXPROCS int
-	Queues             []string
-	Scenarios          []string
+	// ItemWork is one background item's work; CriticalWork one critical
+	// item's (default 2ms). Both are split as the scenario says.
+	ItemWork     time.Duration
+	CriticalWork time.Duration
+	// Workers lists the worker counts to compare at; every queue gets the
+	// same count (default [DefaultWorkers]). The gantry queues run a fixed
+	// pool of exactly that many threads.
+	Workers []int
+	// Reserve is how many of a gantry pool's workers take only critical
+	// items, in the variants that have a reserve (default 1).
+	Reserve int
+	// GOMAXPROCS lists the values to compare at; every queue runs at each.
+	// Empty means, for each worker count w, NumCPU (what a controller gets
+	// by default) and NumCPU + w (the engine's rule: a P for every worker).
+	GOMAXPROCS []int
+	Queues     []string
+	Scenarios  []string
 }
 
 func (o Options) withDefaults() Options {
@@ -73,6 +95,15 @@ func (o Options) withDefaults() Options {
 	if o.ItemWork == 0 {
 		o.ItemWork = 20 * time.Millisecond
 	}
+	if o.CriticalWork == 0 {
+		o.CriticalWork = 2 * time.Millisecond
+	}
+	if len(o.Workers) == 0 {
+		o.Workers = []int{DefaultWorkers}
+	}
+	if o.Reserve == 0 {
+		o.Reserve = 1
+	}
 	if len(o.Queues) == 0 {
 		o.Queues = Queues
 	}
@@ -82,16 +113,35 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// procsFor is the GOMAXPROCS values a worker count is measured at.
+func (o Options) procsFor(workers int) []int {
+	if len(o.GOMAXPROCS) > 0 {
+		return o.GOMAXPROCS
+	}
+	n := runtime.NumCPU()
+	return []int{n, n + workers}
+}
+
 // Validate reports options no run can use.
 func (o Options) Validate() error {
 	o = o.withDefaults()
 	switch {
 	case o.Duration < 100*time.Millisecond:
 		return fmt.Errorf("queuebench: duration %v is under 100ms", o.Duration)
-	case o.Backlog < 1 || o.CriticalEvery <= 0 || o.ItemWork <= 0:
-		return fmt.Errorf("queuebench: backlog, critical period and item work must be positive")
-	case o.BaselineGOMAXPROCS < 0:
-		return fmt.Errorf("queuebench: baseline GOMAXPROCS %d < 0", o.BaselineGOMAXPROCS)
+	case o.Backlog < 1 || o.CriticalEvery <= 0 || o.ItemWork <= 0 || o.CriticalWork <= 0:
+		return fmt.Errorf("queuebench: backlog, critical period and the work per item must be positive")
+	case o.Reserve < 1:
+		return fmt.Errorf("queuebench: reserve %d < 1", o.Reserve)
+	}
+	for _, w := range o.Workers {
+		if w <= o.Reserve || w > 1000 {
+			return fmt.Errorf("queuebench: %d workers: need more than the reserve (%d) and at most 1000", w, o.Reserve)
+		}
+	}
+	for _, p := range o.GOMAXPROCS {
+		if p < 1 || p > 1024 {
+			return fmt.Errorf("queuebench: GOMAXPROCS %d must be in 1..1024", p)
+		}
 	}
 	for _, q := range o.Queues {
 		if !slices.Contains(Queues, q) {
@@ -106,14 +156,24 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Result is one case. The JSON fields are exactly the issue's; the rest
-// shows in the table only.
+// Case is one queue under one scenario at one worker count and GOMAXPROCS.
+type Case struct {
+	Queue, Scenario     string
+	Workers, GOMAXPROCS int
+}
+
+// Result is one case: enqueue-to-start (p50, p99, max) and enqueue-to-done
+// (done_*) of the critical items, and background throughput.
 type Result struct {
 	Queue          string  `json:"queue"`
 	Scenario       string  `json:"scenario"`
+	Workers        int     `json:"workers"`
+	GOMAXPROCS     int     `json:"gomaxprocs"`
 	P50us          float64 `json:"p50_us"`
 	P99us          float64 `json:"p99_us"`
 	MaxUs          float64 `json:"max_us"`
+	DoneP50us      float64 `json:"done_p50_us"`
+	DoneP99us      float64 `json:"done_p99_us"`
 	BackgroundPerS float64 `json:"background_per_s"`
 
 	// Critical is how many critical items were measured.
@@ -121,75 +181,71 @@ type Result struct {
 	// LagP99us is the p99 delay from a critical item's tick to its Add:
 	// time the producer goroutine itself waited for a CPU and a P.
 	LagP99us float64 `json:"-"`
-	// Procs is GOMAXPROCS during the case.
-	Procs int `json:"-"`
 	// BackgroundPerCPUs is background items per CPU-second the whole
 	// process used in the window: the engine's cost per item, which,
 	// unlike BackgroundPerS, does not depend on how much of a shared
 	// machine's CPU the process managed to get.
 	BackgroundPerCPUs float64 `json:"-"`
-	// Policy is the gantry pool's scheduling policy, empty for baselines.
+	// Policy is what the worker threads ran at: "-" for goroutine workers,
+	// "untouched", SCHED_OTHER (nice values) or SCHED_FIFO.
 	Policy string `json:"-"`
 }
 
-// Report is the --json output.
+// Report is the --json output: every case, and the split of client-go's
+// gap to Gantry into its mechanisms.
 type Report struct {
 	Results []Result `json:"results"`
+	Shares  []Share  `json:"shares"`
 }
 
-// Run runs every selected case, scenario by scenario.
+// Run runs every selected case: scenario, then worker count, then
+// GOMAXPROCS, then queue, so the cases compared with each other run back
+// to back.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	if err := opts.Validate(); err != nil {
 		return Report{}, err
 	}
 	opts = opts.withDefaults()
-	var rep Report
+	rep := Report{Shares: []Share{}}
 	for _, s := range opts.Scenarios {
-		for _, q := range opts.Queues {
-			if err := ctx.Err(); err != nil {
-				return rep, err
+		for _, w := range opts.Workers {
+			for _, p := range opts.procsFor(w) {
+				for _, q := range opts.Queues {
+					if err := ctx.Err(); err != nil {
+						rep.Shares = Shares(rep.Results)
+						return rep, err
+					}
+					rep.Results = append(rep.Results, RunCase(ctx, Case{Queue: q, Scenario: s, Workers: w, GOMAXPROCS: p}, opts))
+				}
 			}
-			rep.Results = append(rep.Results, RunCase(ctx, q, s, opts))
 		}
 	}
+	rep.Shares = Shares(rep.Results)
 	return rep, nil
 }
 
-// RunCase runs one queue under one scenario; names must be valid.
-func RunCase(ctx context.Context, queue, scenario string, opts Options) Result {
+// RunCase runs one case; its names must be valid.
+func RunCase(ctx context.Context, cs Case, opts Options) Result {
 	opts = opts.withDefaults()
-	e, procs := newEngine(queue, opts)
-	prev := runtime.GOMAXPROCS(procs)
+	e := newEngine(cs.Queue, cs.Workers, opts.Reserve)
+	prev := runtime.GOMAXPROCS(cs.GOMAXPROCS)
 	defer runtime.GOMAXPROCS(prev)
-	c := newCaseRun(scenario, opts)
+	c := newCaseRun(cs.Scenario, opts)
 	res := c.run(ctx, e)
-	res.Queue, res.Scenario, res.Procs = queue, scenario, runtime.GOMAXPROCS(0)
-	if g, ok := e.(*gantry); ok {
-		res.Policy = g.pool.Policy().String()
-	}
+	res.Queue, res.Scenario, res.Workers, res.GOMAXPROCS = cs.Queue, cs.Scenario, cs.Workers, runtime.GOMAXPROCS(0)
+	res.Policy = e.policy()
 	return res
 }
 
-func newEngine(queue string, opts Options) (engine, int) {
-	procs := runtime.GOMAXPROCS(0)
-	if opts.BaselineGOMAXPROCS > 0 {
-		procs = opts.BaselineGOMAXPROCS
-	}
+func newEngine(queue string, workers, reserve int) engine {
 	switch queue {
 	case QueueClientGo:
-		return newClientGo(), procs
+		return newClientGo(workers)
 	case QueueCtrlRuntime:
-		return newCtrlRuntime(), procs
+		return newCtrlRuntime(workers)
 	}
-	procs = runtime.GOMAXPROCS(0)
-	g := newGantry(queue == QueueGantry)
-	switch {
-	case opts.GOMAXPROCS == 0:
-		procs = rtqueue.RecommendedGOMAXPROCS(g.cfg, runtime.NumCPU())
-	case opts.GOMAXPROCS > 0:
-		procs = opts.GOMAXPROCS
-	}
-	return g, procs
+	v, _ := gantryVariantOf(queue)
+	return newGantry(v, workers, reserve)
 }
 
 // caseRun holds one case's measurements.
@@ -199,26 +255,28 @@ type caseRun struct {
 	stopping atomic.Bool
 	measure  atomic.Bool
 	enq      []atomic.Int64 // critical id -> enqueue time (unix ns); 0 once started
-	pending  atomic.Int64   // measured critical items not yet started
+	working  []atomic.Int64 // critical id -> enqueue time while its work runs
+	pending  atomic.Int64   // measured critical items not yet done
 	bgDone   atomic.Int64
 
-	mu  sync.Mutex // guards lat and lag
-	lat *hdrhistogram.Histogram
-	lag *hdrhistogram.Histogram
+	mu   sync.Mutex // guards the histograms
+	lat  *hdrhistogram.Histogram
+	done *hdrhistogram.Histogram
+	lag  *hdrhistogram.Histogram
 }
 
 func newCaseRun(scenario string, opts Options) *caseRun {
 	n := int(opts.Duration/opts.CriticalEvery) + 16
-	return &caseRun{scenario: scenario, opts: opts, enq: make([]atomic.Int64, n),
-		lat: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3),
-		lag: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)}
+	hist := func() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3) }
+	return &caseRun{scenario: scenario, opts: opts, enq: make([]atomic.Int64, n), working: make([]atomic.Int64, n),
+		lat: hist(), done: hist(), lag: hist()}
 }
 
 // run warms up for a tenth of the duration (at most 1s), then measures
 // until the duration is over. Critical items still waiting at the end are
 // not dropped from the figures, which would flatter a slow queue: the
-// background keeps flowing until each has started (or, after a grace
-// period, it is counted at its age so far, a lower bound).
+// background keeps flowing until each is done (or, after a grace period,
+// it is counted at its age so far, a lower bound).
 func (c *caseRun) run(ctx context.Context, e engine) Result {
 	window, cancelWindow := context.WithTimeout(ctx, c.opts.Duration)
 	defer cancelWindow()
@@ -247,8 +305,10 @@ func (c *caseRun) run(ctx context.Context, e engine) Result {
 	return c.result(elapsed, cpu)
 }
 
-// awaitPending waits for every measured critical item to start, then
-// records the ones that did not at their age so far.
+// awaitPending waits for every measured critical item to finish, then
+// records the ones that did not at their age so far: one never started
+// counts in both the start and the done figures, one still working in the
+// done figures.
 func (c *caseRun) awaitPending(ctx context.Context, grace time.Duration) {
 	deadline := time.Now().Add(grace)
 	for c.pending.Load() > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -258,6 +318,10 @@ func (c *caseRun) awaitPending(ctx context.Context, grace time.Duration) {
 	for i := range c.enq {
 		if at := c.enq[i].Swap(0); at != 0 {
 			c.record(c.lat, now.Sub(time.Unix(0, at)))
+			c.record(c.done, now.Sub(time.Unix(0, at)))
+		}
+		if at := c.working[i].Swap(0); at != 0 {
+			c.record(c.done, now.Sub(time.Unix(0, at)))
 		}
 	}
 }
@@ -266,7 +330,8 @@ func (c *caseRun) result(elapsed, cpu time.Duration) Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := Result{P50us: float64(c.lat.ValueAtQuantile(50)), P99us: float64(c.lat.ValueAtQuantile(99)),
-		MaxUs: float64(c.lat.Max()), Critical: c.lat.TotalCount(), LagP99us: float64(c.lag.ValueAtQuantile(99))}
+		MaxUs: float64(c.lat.Max()), DoneP50us: float64(c.done.ValueAtQuantile(50)), DoneP99us: float64(c.done.ValueAtQuantile(99)),
+		Critical: c.lat.TotalCount(), LagP99us: float64(c.lag.ValueAtQuantile(99))}
 	if elapsed > 0 {
 		r.BackgroundPerS = float64(c.bgDone.Load()) / elapsed.Seconds()
 	}
@@ -323,27 +388,39 @@ func (c *caseRun) handle(k key) {
 	if c.stopping.Load() {
 		return
 	}
-	c.background()
+	c.work(c.opts.ItemWork)
 	if c.measure.Load() {
 		c.bgDone.Add(1)
 	}
 }
 
+// handleCritical times the start, does the critical item's own work (a
+// reconcile computes and waits on the API server too), and times the end.
 func (c *caseRun) handleCritical(k key) {
 	start := time.Now()
-	if at := c.enq[k.id].Swap(0); at != 0 {
+	at := c.enq[k.id].Swap(0)
+	if at != 0 {
 		c.record(c.lat, start.Sub(time.Unix(0, at)))
+		c.working[k.id].Store(at)
+	}
+	if !c.stopping.Load() {
+		c.work(c.opts.CriticalWork)
+	}
+	if at != 0 && c.working[k.id].Swap(0) != 0 {
+		c.record(c.done, time.Since(time.Unix(0, at)))
 		c.pending.Add(-1)
 	}
 }
 
-func (c *caseRun) background() {
+// work is d of an item's work: in mixed, half CPU and half sleep standing
+// in for blocking I/O; in cpuhog, all CPU.
+func (c *caseRun) work(d time.Duration) {
 	if c.scenario == ScenarioCPUHog {
-		cpuWork(c.opts.ItemWork)
+		cpuWork(d)
 		return
 	}
-	cpuWork(c.opts.ItemWork / 2)
-	time.Sleep(c.opts.ItemWork / 2)
+	cpuWork(d / 2)
+	time.Sleep(d / 2)
 }
 
 func (c *caseRun) record(h *hdrhistogram.Histogram, d time.Duration) {
