@@ -203,11 +203,11 @@ func (d *Dispatcher) lockedRegroup(chain []*function, name string, slo time.Dura
 			SizeSensitive: fn.decl.SizeSensitive})
 		spec.ColdStart = max(spec.ColdStart, fn.coldStart)
 	}
-	pol, err := policy.New(d.cfg.Policy, spec)
+	pol, err := d.cfg.NewPolicy(d.cfg.Policy, spec)
 	if err != nil {
 		return err
 	}
-	g.pol = pol
+	g.pol, g.coldStart = pol, spec.ColdStart
 	for i, fn := range chain {
 		fn.g, fn.idx = g, i
 		if fn.queue == nil || fn.queue.Len() == 0 {

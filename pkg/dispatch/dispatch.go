@@ -52,6 +52,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Now is the clock (default time.Now); tests step a fake one.
 	Now func() time.Time
+	// NewPolicy builds a group's policy (default policy.New); tests put a
+	// recording policy in.
+	NewPolicy func(name string, spec policy.Spec) (policy.Policy, error)
 	// Check is an instance's health check after it failed a request: nil
 	// means healthy (default backend.CheckHealth, an HTTP GET of
 	// backend.HealthPath).
@@ -82,6 +85,9 @@ func (c *Config) defaults() {
 	if c.Check == nil {
 		c.Check = backend.CheckHealth
 	}
+	if c.NewPolicy == nil {
+		c.NewPolicy = policy.New
+	}
 }
 
 // Dispatcher is safe for concurrent use.
@@ -111,8 +117,9 @@ type Dispatcher struct {
 // New returns a dispatcher that runs instances on be. It checks that the
 // policy exists.
 func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
+	custom := cfg.NewPolicy != nil
 	cfg.defaults()
-	if !slices.Contains(append(policy.Names(), policy.Ablations()...), cfg.Policy) {
+	if !custom && !slices.Contains(append(policy.Names(), policy.Ablations()...), cfg.Policy) {
 		return nil, fmt.Errorf("%w %q (known: %v)", policy.ErrUnknownPolicy, cfg.Policy, policy.Names())
 	}
 	if cfg.Capacity < 0 {
@@ -146,8 +153,11 @@ type function struct {
 	// want is scale-up the capacity bound held back; it is granted to the
 	// most critical function first as capacity frees.
 	want int
-	// coldStart is the latest measured cold start.
+	// coldStart is what the function's next start is expected to take:
+	// the declared cold start until one is measured, then a moving
+	// average of the measured ones (coldStartWeight on the newest).
 	coldStart time.Duration
+	measured  bool
 	// failStreak counts starts in a row that failed.
 	failStreak int
 	stats      FunctionStats
@@ -178,7 +188,36 @@ type group struct {
 	decs        []policy.Decision
 	// cum[i] is the SLO budget up to and including function i.
 	cum []time.Duration
+	// coldStart is the cold start the policy plans new instances with:
+	// the longest of its functions'.
+	coldStart time.Duration
+	// lookedAt is when an arrival at the chain's head last ran the
+	// Look-Ahead Scaler.
+	lookedAt time.Time
 }
+
+// The policy core's optional hooks, used when the policy has them.
+type (
+	// coldStartSetter takes the measured cold start, so new instances are
+	// planned with what starts really take rather than the declaration.
+	coldStartSetter interface{ SetColdStart(d time.Duration) }
+	// lookAheader runs the Look-Ahead Scaler alone: for every downstream
+	// function, the instances to start now for the requests upstream of
+	// it (out[f].Add), without the tick's other work.
+	lookAheader interface {
+		LookAhead(now time.Time, views []policy.View, out []policy.Decision)
+	}
+)
+
+// coldStartWeight is the newest measurement's weight in a function's
+// expected cold start.
+const coldStartWeight = 0.3
+
+// lookAheadGap bounds how often arrivals at a chain's head run the
+// Look-Ahead Scaler: it builds every function's view, so at thousands of
+// arrivals a second it runs at most once per gap, and the tick covers the
+// rest.
+const lookAheadGap = 5 * time.Millisecond
 
 // instance is a ready instance and its slots.
 type instance struct {

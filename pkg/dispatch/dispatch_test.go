@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -579,6 +580,208 @@ func TestConcurrentFailuresCheckOnce(t *testing.T) {
 	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Stats.Checks == 1 && st.Available == 1 })
 	st, _ := d.Function("f")
 	if st.Stats.InstanceErrors != 16 || st.Stats.Crashes != 0 {
+		t.Fatalf("stats %+v", st.Stats)
+	}
+}
+
+// hooked wraps a real policy with the optional hooks the dispatcher uses
+// when a policy has them, and records their calls.
+type hooked struct {
+	policy.Policy
+	mu         sync.Mutex
+	spec       policy.Spec
+	coldStarts []time.Duration
+	lookAheads [][]policy.View
+	// add is what LookAhead asks for every downstream function.
+	add int
+}
+
+func (h *hooked) SetColdStart(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.coldStarts = append(h.coldStarts, d)
+}
+
+func (h *hooked) LookAhead(_ time.Time, views []policy.View, out []policy.Decision) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cp := make([]policy.View, len(views))
+	for i, v := range views {
+		cp[i] = v
+		cp[i].Queue = append([]policy.Item(nil), v.Queue...)
+		cp[i].Running = append([]policy.Item(nil), v.Running...)
+	}
+	h.lookAheads = append(h.lookAheads, cp)
+	for f := 1; f < len(out); f++ {
+		out[f].Add = h.add
+	}
+}
+
+// hookedFactory builds hooked policies and keeps the latest per app.
+type hookedFactory struct {
+	mu    sync.Mutex
+	byApp map[string]*hooked
+	add   int
+}
+
+func (f *hookedFactory) new(name string, spec policy.Spec) (policy.Policy, error) {
+	p, err := policy.New(name, spec)
+	if err != nil {
+		return nil, err
+	}
+	h := &hooked{Policy: p, spec: spec, add: f.add}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byApp == nil {
+		f.byApp = map[string]*hooked{}
+	}
+	f.byApp[spec.App] = h
+	return h, nil
+}
+
+func (f *hookedFactory) get(app string) *hooked {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byApp[app]
+}
+
+// readyWith makes one pending instance of fn ready with the given
+// measured cold start.
+func (b *fakeBackend) readyWith(fn string, cold time.Duration) backend.Instance {
+	b.mu.Lock()
+	b.seq++
+	inst := backend.Instance{ID: fmt.Sprintf("%s-%d", fn, b.seq), Function: fn, Addr: "127.0.0.1:1", ColdStart: cold}
+	b.readyList = append(b.readyList, inst)
+	b.mu.Unlock()
+	b.ev.Ready(inst)
+	return inst
+}
+
+// The policy plans new instances with the measured cold start, not the
+// declared one: every measurement reaches it (a moving average), and a
+// policy built later, when the function joins an app, starts from it.
+func TestMeasuredColdStartReachesThePolicy(t *testing.T) {
+	be := newFake(false)
+	pf := &hookedFactory{}
+	f, g := decl("f", 0), decl("g", 0)
+	f.ColdStart, g.ColdStart = time.Second, time.Second
+	f.MinScale = 2
+	d := newTestDispatcher(t, Config{Policy: "gantry", NewPolicy: pf.new}, be, f, g)
+	if got := pf.get("f").spec.ColdStart; got != time.Second {
+		t.Fatalf("before any start the policy plans with %v, want the declared 1s", got)
+	}
+	d.Plan() // starts f's minimum of two
+	waitFor(t, func() bool { return be.started("f") == 2 })
+	be.readyWith("f", 300*time.Millisecond)
+	be.readyWith("f", 400*time.Millisecond)
+	h := pf.get("f")
+	h.mu.Lock()
+	got := append([]time.Duration(nil), h.coldStarts...)
+	h.mu.Unlock()
+	want := []time.Duration{300 * time.Millisecond, 330 * time.Millisecond} // 0.3 x 400 + 0.7 x 300
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("the policy was told %v, want %v", got, want)
+	}
+	if st, _ := d.Function("f"); st.ColdStart != want[1] {
+		t.Fatalf("status cold start %v, want %v", st.ColdStart, want[1])
+	}
+	// An app's policy plans with the longest cold start of its chain: f's
+	// measured 330 ms against g's declared 1 s, then g's measured 200 ms.
+	if err := d.DeployApp(stack.App{Name: "app", Functions: []string{"f", "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pf.get("app").spec.ColdStart; got != time.Second {
+		t.Fatalf("the app's policy starts from %v, want g's declared 1s", got)
+	}
+	if err := d.Scale("g", 1); err != nil {
+		t.Fatal(err)
+	}
+	be.readyWith("g", 200*time.Millisecond)
+	app := pf.get("app")
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	if n := len(app.coldStarts); n == 0 || app.coldStarts[n-1] != want[1] {
+		t.Fatalf("the app's policy was told %v, want %v last (f's, now the longest)", app.coldStarts, want[1])
+	}
+}
+
+// A request reaching the first function of a chain runs the Look-Ahead
+// Scaler at once, with the request in the head's view, and downstream
+// instances start; arrivals further down the chain do not run it.
+func TestArrivalAtChainHeadRunsLookAhead(t *testing.T) {
+	be := newFake(false)
+	pf := &hookedFactory{add: 2}
+	d := newTestDispatcher(t, Config{Policy: "gantry", NewPolicy: pf.new}, be, decl("f", 0), decl("g", 0))
+	if err := d.DeployApp(stack.App{Name: "app", Functions: []string{"f", "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = d.Acquire(ctx, req("g")) }()
+	waitFor(t, func() bool { st, _ := d.Function("g"); return st.Queued == 1 })
+	h := pf.get("app")
+	h.mu.Lock()
+	n := len(h.lookAheads)
+	h.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("an arrival at the chain's second function ran the look-ahead %d times", n)
+	}
+	startedG := be.started("g")
+	go func() { _, _ = d.Acquire(ctx, req("f")) }()
+	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
+	h.mu.Lock()
+	las := append([][]policy.View(nil), h.lookAheads...)
+	h.mu.Unlock()
+	if len(las) != 1 || las[0][0].Queued != 1 || len(las[0][0].Queue) != 1 || las[0][1].Queued != 1 {
+		t.Fatalf("look-aheads %+v: want one, seeing the request queued at the head and the one at g", las)
+	}
+	if got := be.started("g"); got != startedG+2 {
+		t.Fatalf("g started %d instances after the arrival at f, want %d more", got-startedG, 2)
+	}
+}
+
+// Many goroutines arrive at a chain's head at once while instances come
+// and the autoscaler ticks: the look-ahead runs, at most once per gap,
+// and every request is counted.
+func TestLookAheadUnderConcurrentArrivals(t *testing.T) {
+	be := newFake(true)
+	pf := &hookedFactory{add: 1}
+	f, g := decl("f", 0), decl("g", 0)
+	f.MaxQueue, g.MaxQueue = 10000, 10000
+	d := newTestDispatcher(t, Config{Policy: "gantry", NewPolicy: pf.new, Tick: time.Millisecond}, be, f, g)
+	if err := d.DeployApp(stack.App{Name: "app", Functions: []string{"f", "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go d.Run(ctx)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				l, err := d.Acquire(context.Background(), req("f"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				l.Release(time.Microsecond, 1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	h := pf.get("app")
+	h.mu.Lock()
+	n := len(h.lookAheads)
+	h.mu.Unlock()
+	if n == 0 || time.Duration(n-1)*lookAheadGap > elapsed {
+		t.Fatalf("%d look-aheads in %v: want at least one, at most one per %v", n, elapsed, lookAheadGap)
+	}
+	st, _ := d.Function("f")
+	if st.Stats.Accepted != 800 || st.Stats.Completed != 800 {
 		t.Fatalf("stats %+v", st.Stats)
 	}
 }

@@ -112,6 +112,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 	add := g.pol.Arrive(now, fn.idx, r.Size, fn.counts())
 	d.lockedScaleUp(fn, add, now)
 	d.lockedEnsureProgress(fn, now)
+	d.lockedLookAhead(fn, now)
 	return c, in, nil
 }
 

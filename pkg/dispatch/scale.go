@@ -267,7 +267,7 @@ func (e events) Ready(inst backend.Instance) {
 	d.lockedAdvance(now)
 	fn.startingAt = fn.startingAt[1:]
 	fn.failStreak = 0
-	fn.coldStart = inst.ColdStart
+	d.lockedMeasuredColdStart(fn, inst.ColdStart)
 	fn.stats.Ready++
 	fn.stats.ColdStartSum += inst.ColdStart
 	in := &instance{Instance: inst, fn: fn, slots: fn.decl.Concurrency, idleSince: now}
@@ -322,6 +322,50 @@ func (e events) Exited(inst backend.Instance, err error) {
 	if !d.closed {
 		d.lockedGrant(now)
 		d.lockedEnsureProgress(fn, now)
+	}
+}
+
+// lockedMeasuredColdStart folds a measured cold start into fn's expected
+// one and tells the group's policy, when it takes it, the longest of its
+// functions'.
+func (d *Dispatcher) lockedMeasuredColdStart(fn *function, c time.Duration) {
+	if c <= 0 {
+		return
+	}
+	if !fn.measured {
+		fn.coldStart, fn.measured = c, true
+	} else {
+		fn.coldStart = time.Duration(coldStartWeight*float64(c) + (1-coldStartWeight)*float64(fn.coldStart))
+	}
+	g := fn.g
+	var longest time.Duration
+	for _, f := range g.chain {
+		longest = max(longest, f.coldStart)
+	}
+	g.coldStart = longest
+	if s, ok := g.pol.(coldStartSetter); ok {
+		s.SetColdStart(longest)
+	}
+}
+
+// lockedLookAhead runs the Look-Ahead Scaler when a request reaches the
+// first function of a chain, so downstream instances start while the
+// request is still upstream rather than at the next tick. It needs the
+// policy's LookAhead hook and runs at most once per lookAheadGap.
+func (d *Dispatcher) lockedLookAhead(fn *function, now time.Time) {
+	g := fn.g
+	la, ok := g.pol.(lookAheader)
+	if !ok || fn.idx != 0 || len(g.chain) < 2 || now.Sub(g.lookedAt) < lookAheadGap {
+		return
+	}
+	g.lookedAt = now
+	for i, f := range g.chain {
+		d.lockedView(f, &g.views[i], now)
+	}
+	clear(g.decs)
+	la.LookAhead(now, g.views, g.decs)
+	for i, f := range g.chain[1:] {
+		d.lockedScaleUp(f, g.decs[i+1].Add, now)
 	}
 }
 
