@@ -197,7 +197,7 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 			return nil, acquireFailure(ctx, err)
 		}
 		m := g.metrics.forName(decl.Name)
-		m.queueWait.Observe(lease.Waited.Seconds())
+		m.queueWait().Observe(lease.Waited.Seconds())
 		res, crashed, fail := g.execute(ctx, lease, body, fwd)
 		if fail != nil {
 			return nil, fail
@@ -206,7 +206,7 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 			return res, nil
 		}
 		lastErr = crashed
-		m.retries.Inc()
+		m.retries().Inc()
 	}
 	return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, lastErr)}
 }

@@ -33,8 +33,10 @@ const maxBound = 4 * stack.MaxFunctions
 
 // bound is one function's or app's series.
 type bound struct {
-	queueWait prometheus.Observer
-	retries   prometheus.Counter
+	// queueWait and retries bind their series on first use, so a name
+	// gets only the series it uses.
+	queueWait func() prometheus.Observer
+	retries   func() prometheus.Counter
 	codes     [600]atomic.Pointer[codeSeries] // by HTTP status
 	outcomes  sync.Map                        // reason -> prometheus.Counter
 	m         *metrics
@@ -51,7 +53,9 @@ func (m *metrics) forName(name string) *bound {
 	if b, ok := m.byName.Load(name); ok {
 		return b.(*bound)
 	}
-	b := &bound{m: m, name: name, queueWait: m.queueWait.WithLabelValues(name), retries: m.retries.WithLabelValues(name)}
+	b := &bound{m: m, name: name,
+		queueWait: sync.OnceValue(func() prometheus.Observer { return m.queueWait.WithLabelValues(name) }),
+		retries:   sync.OnceValue(func() prometheus.Counter { return m.retries.WithLabelValues(name) })}
 	if m.nBound.Load() >= maxBound {
 		return b // past the bound: used once, not kept
 	}
