@@ -1,0 +1,120 @@
+package processnode
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// ErrNoAddress is returned when every pod address of a node is taken.
+var ErrNoAddress = errors.New("processnode: no free pod address")
+
+// loopback is 127.0.0.0/8: on Linux every address in it is the loopback
+// interface's, so a pod can listen on one without any network setup.
+var loopback = netip.MustParsePrefix("127.0.0.0/8")
+
+// addrPool hands out a node's pod addresses. Freed addresses go to the back
+// of the line, so the one a pod just gave up is the last to be reused, and
+// an endpoint a client still holds is unlikely to reach a new pod.
+type addrPool struct {
+	mu    sync.Mutex // guards free and inUse
+	free  []netip.Addr
+	inUse map[netip.Addr]bool
+}
+
+// newAddrPool offers at most size host addresses of prefix, which must lie
+// in 127.0.0.0/8. The prefix's first and last addresses and 127.0.0.1 are
+// never offered.
+func newAddrPool(prefix netip.Prefix, size int) (*addrPool, error) {
+	prefix = prefix.Masked()
+	if !prefix.Addr().Is4() || prefix.Bits() < loopback.Bits() || !loopback.Contains(prefix.Addr()) {
+		return nil, fmt.Errorf("processnode: pod addresses %s are not inside %s", prefix, loopback)
+	}
+	if size < 1 {
+		return nil, fmt.Errorf("processnode: pod address pool of size %d", size)
+	}
+	p := &addrPool{inUse: map[netip.Addr]bool{}}
+	first := prefix.Addr()
+	last := lastAddr(prefix)
+	for a := first.Next(); a.IsValid() && a.Less(last) && len(p.free) < size; a = a.Next() {
+		if a != netip.MustParseAddr("127.0.0.1") {
+			p.free = append(p.free, a)
+		}
+	}
+	if len(p.free) == 0 {
+		return nil, fmt.Errorf("processnode: %s holds no host address", prefix)
+	}
+	return p, nil
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+func (p *addrPool) get() (netip.Addr, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) == 0 {
+		return netip.Addr{}, fmt.Errorf("%w: all %d in use", ErrNoAddress, len(p.inUse))
+	}
+	a := p.free[0]
+	p.free = p.free[1:]
+	p.inUse[a] = true
+	return a, nil
+}
+
+// put returns an address to the pool. Returning one that is not in use is
+// an error, so a double free cannot hand one address to two pods.
+func (p *addrPool) put(a netip.Addr) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.inUse[a] {
+		return fmt.Errorf("processnode: address %s returned but not in use", a)
+	}
+	delete(p.inUse, a)
+	p.free = append(p.free, a)
+	return nil
+}
+
+func (p *addrPool) used() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.inUse)
+}
+
+// claimSpace is where nodes on one machine claim their /24s: 127.64.0.0/10,
+// 16384 of them, clear of 127.0.0.1 and the low addresses other tools use.
+var claimSpace = netip.MustParsePrefix("127.64.0.0/10")
+
+// claimPrefix takes the first /24 of claimSpace that no other node on this
+// machine holds, by an exclusive lock on a file named after it in dir. The
+// lock lives as long as the returned file is open (or the process), so
+// nodes in concurrent test binaries never share an address, and a crashed
+// node's /24 is free again at once.
+func claimPrefix(dir string) (netip.Prefix, *os.File, error) {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return netip.Prefix{}, nil, err
+	}
+	n := 1 << (24 - claimSpace.Bits())
+	base := claimSpace.Addr().As4()
+	for i := range n {
+		a := netip.AddrFrom4([4]byte{base[0], base[1] + byte(i>>8), byte(i), 0})
+		prefix := netip.PrefixFrom(a, 24)
+		f, err := os.OpenFile(filepath.Join(dir, a.String()+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			return netip.Prefix{}, nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			return prefix, f, nil
+		}
+		f.Close()
+	}
+	return netip.Prefix{}, nil, fmt.Errorf("%w: every /24 of %s is claimed by another node", ErrNoAddress, claimSpace)
+}
