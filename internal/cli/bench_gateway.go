@@ -83,6 +83,7 @@ func newBenchGatewayCmd() *cobra.Command {
 	f.IntVar(&opts.BodyBytes, "body-bytes", opts.BodyBytes, "request body size; the instance echoes it")
 	f.IntVar(&opts.MaxInFlight, "max-inflight", opts.MaxInFlight, "bound on concurrent requests; arrivals past it count as errors")
 	f.IntVar(&opts.GOMAXPROCS, "gomaxprocs", 0, "GOMAXPROCS for this process and the OpenFaaS gateway (0: this process's, passed on)")
+	f.IntVar(&opts.GOGC, "gogc", 0, "GOGC for both gateway processes (0: Go's default, 100)")
 	f.StringVar(&opts.OpenFaaS, "openfaas", opts.OpenFaaS, "OpenFaaS gateway binary (built by hack/build-openfaas.sh); '' skips its path")
 	f.StringVar(&opts.OpenFaaSLog, "openfaas-log", "", "keep the OpenFaaS gateway's output in this file (default: a temporary file, removed)")
 	f.DurationVar(&opts.ReadyWait, "ready-wait", opts.ReadyWait, "how long the OpenFaaS gateway may take to answer")

@@ -134,7 +134,7 @@ func startGantryChild(ctx context.Context, o Options, instanceAddr string, gomax
 	argv := append(append([]string{}, o.Gantry...), instanceAddr)
 	// As for the OpenFaaS gateway, nothing is inherited but GOMAXPROCS,
 	// which both gateways get alike.
-	c, err := startChild(ctx, argv, []string{"GOMAXPROCS=" + fmt.Sprint(gomaxprocs)}, "", true)
+	c, err := startChild(ctx, argv, runtimeEnv(gomaxprocs, o.GOGC), "", true)
 	if err != nil {
 		return nil, fmt.Sprintf("Gantry gateway process not measured: %v", err), nil
 	}

@@ -337,6 +337,8 @@ func TestValidate(t *testing.T) {
 		"warm-up too long":  func(o *Options) { o.Warmup = 2 * MaxWarmup },
 		"NaN rate":          func(o *Options) { o.Rate = nan() },
 		"in-flight too big": func(o *Options) { o.MaxInFlight = MaxInFlight + 1 },
+		"negative GOGC":     func(o *Options) { o.GOGC = -1 },
+		"GOGC too big":      func(o *Options) { o.GOGC = MaxGOGC + 1 },
 	}
 	for name, mutate := range bad {
 		o := DefaultOptions()
@@ -350,6 +352,21 @@ func TestValidate(t *testing.T) {
 	}
 	if err := DefaultOptions().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// Both gateway children get the same runtime settings, GOGC only when set.
+func TestRuntimeEnvIsTheSameForBothGateways(t *testing.T) {
+	if got := runtimeEnv(2, 0); len(got) != 1 || got[0] != "GOMAXPROCS=2" {
+		t.Fatalf("runtimeEnv(2, 0) = %q", got)
+	}
+	want := []string{"GOMAXPROCS=2", "GOGC=400"}
+	if got := runtimeEnv(2, 400); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("runtimeEnv(2, 400) = %q, want %q", got, want)
+	}
+	env := strings.Join(openfaasEnv("http://p", 2, 400), " ")
+	if !strings.Contains(env, "GOMAXPROCS=2") || !strings.Contains(env, "GOGC=400") || !strings.Contains(env, "functions_provider_url=http://p") {
+		t.Fatalf("OpenFaaS env %q", env)
 	}
 }
 

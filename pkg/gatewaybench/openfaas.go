@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 )
 
@@ -35,7 +34,7 @@ func startOpenFaaS(ctx context.Context, o Options, providerURL, nonce string, go
 			return nil, note, nil
 		}
 	}
-	c, err := startChild(ctx, []string{o.OpenFaaS}, openfaasEnv(providerURL, gomaxprocs), o.OpenFaaSLog, false)
+	c, err := startChild(ctx, []string{o.OpenFaaS}, openfaasEnv(providerURL, gomaxprocs, o.GOGC), o.OpenFaaSLog, false)
 	if err != nil {
 		return nil, fmt.Sprintf("OpenFaaS gateway not measured: %v", err), nil
 	}
@@ -51,8 +50,8 @@ func startOpenFaaS(ctx context.Context, o Options, providerURL, nonce string, go
 // proxy variable, basic_auth or a NATS address from the caller's shell
 // would change what is measured. The configuration is the lean one (no
 // auth, no scale-from-zero, no async queue), the fastest the gateway runs.
-func openfaasEnv(providerURL string, gomaxprocs int) []string {
-	return []string{
+func openfaasEnv(providerURL string, gomaxprocs, gogc int) []string {
+	return append([]string{
 		"functions_provider_url=" + providerURL,
 		"basic_auth=false",
 		"scale_from_zero=false",
@@ -61,8 +60,7 @@ func openfaasEnv(providerURL string, gomaxprocs int) []string {
 		"read_timeout=30s",
 		"write_timeout=30s",
 		"upstream_timeout=20s",
-		"GOMAXPROCS=" + strconv.Itoa(gomaxprocs),
-	}
+	}, runtimeEnv(gomaxprocs, gogc)...)
 }
 
 func checkBinary(path string) string {

@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -37,6 +38,7 @@ const (
 	MaxBodyBytes   = 1 << 20
 	MaxInFlight    = 100_000
 	MaxGOMAXPROCS  = 1024
+	MaxGOGC        = 10000
 	MaxReadyWait   = 5 * time.Minute
 	DefaultRate    = 1000
 	DefaultSeconds = 10
@@ -77,6 +79,9 @@ type Options struct {
 	// generator, the instance, Gantry's gateway and the provider) and for
 	// the OpenFaaS gateway child; 0 leaves this process's and passes it on.
 	GOMAXPROCS int
+	// GOGC, when positive, is the GOGC both gateway children run with;
+	// 0 leaves Go's default (100).
+	GOGC int
 	// Gantry is the command that runs Gantry's gateway in a process of its
 	// own for the gantry path; the instance's address is appended, and the
 	// command must call ServeGantry with it (`gantry bench gateway` passes
@@ -151,6 +156,18 @@ func (o Options) Validate() error {
 		return bad("GOMAXPROCS must be in [0, %d], got %d", MaxGOMAXPROCS, o.GOMAXPROCS)
 	case o.ReadyWait <= 0 || o.ReadyWait > MaxReadyWait:
 		return bad("ready wait must be in (0, %v], got %v", MaxReadyWait, o.ReadyWait)
+	case o.GOGC < 0 || o.GOGC > MaxGOGC:
+		return bad("GOGC must be in [0, %d], got %d", MaxGOGC, o.GOGC)
 	}
 	return nil
+}
+
+// runtimeEnv is the Go runtime's settings a gateway child gets, the same
+// for both gateways.
+func runtimeEnv(gomaxprocs, gogc int) []string {
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(gomaxprocs)}
+	if gogc > 0 {
+		env = append(env, "GOGC="+strconv.Itoa(gogc))
+	}
+	return env
 }

@@ -21,8 +21,10 @@ type Report struct {
 	Seed       uint64    `json:"seed"`
 	BodyBytes  int       `json:"body_bytes"`
 	GOMAXPROCS int       `json:"gomaxprocs"`
-	NumCPU     int       `json:"num_cpu"`
-	GoVersion  string    `json:"go_version"`
+	// GOGC is what both gateway children ran with; 0 is Go's default.
+	GOGC      int    `json:"gogc"`
+	NumCPU    int    `json:"num_cpu"`
+	GoVersion string `json:"go_version"`
 	// LoadAvgStart and LoadAvgEnd are the 1, 5 and 15 minute load
 	// averages before set-up and after the last round: figures measured
 	// on a busy machine are only comparable side by side.
@@ -150,7 +152,7 @@ func newReport(o Options, gomaxprocs int) *Report {
 	return &Report{
 		StartedAt: time.Now().UTC().Truncate(time.Second),
 		RatePerS:  o.Rate, DurationS: o.Duration.Seconds(), RoundS: o.Round.Seconds(), WarmupS: o.Warmup.Seconds(),
-		Seed: o.Seed, BodyBytes: o.BodyBytes, GOMAXPROCS: gomaxprocs, NumCPU: runtime.NumCPU(),
+		Seed: o.Seed, BodyBytes: o.BodyBytes, GOMAXPROCS: gomaxprocs, GOGC: o.GOGC, NumCPU: runtime.NumCPU(),
 		GoVersion: runtime.Version(), LoadAvgStart: loadAvg(),
 		OpenFaaS: OpenFaaS{Version: OpenFaaSVersion},
 		Notes:    []string{}, Paths: []PathResult{}, Hops: []Hop{}, Targets: []Target{},
@@ -306,6 +308,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gateway overhead: %.0f requests/s of %d-byte bodies, %.0f s per path in %.0f s rounds (seed %d), GOMAXPROCS %d on %d CPUs, %s\n",
 		r.RatePerS, r.BodyBytes, r.DurationS, r.RoundS, r.Seed, r.GOMAXPROCS, r.NumCPU, r.GoVersion)
+	if r.GOGC > 0 {
+		fmt.Fprintf(&b, "both gateway processes run with GOGC=%d\n", r.GOGC)
+	}
 	fmt.Fprintf(&b, "load average: %s before, %s after\n", fmtLoad(r.LoadAvgStart), fmtLoad(r.LoadAvgEnd))
 	if r.Interrupted {
 		b.WriteString("INTERRUPTED: partial figures\n")
