@@ -190,7 +190,9 @@ func writeRequest(w *bufio.Writer, r *upRequest) error {
 	w.WriteString(r.addr)
 	w.WriteString("\r\n")
 	for k, vs := range r.header {
-		if hopHeaders[k] || k == "Host" || !validToken(k) {
+		// Expect is answered by the gateway's own server; the instance
+		// gets the whole body at once.
+		if hopHeaders[k] || k == "Host" || k == "Expect" || !validToken(k) {
 			continue
 		}
 		for _, v := range vs {
@@ -353,13 +355,33 @@ func (u *upstream) janitor() {
 	}
 }
 
+// sweep checks the idle connections outside the lock, so requests never
+// wait behind the peeks, then drops those found stale that are still idle.
 func (u *upstream) sweep(now time.Time) {
+	u.mu.Lock()
+	var idle []*upConn
+	for _, cs := range u.idle {
+		idle = append(idle, cs...)
+	}
+	u.mu.Unlock()
+	stale := map[*upConn]bool{}
+	for _, c := range idle {
+		// A connection a request took meanwhile may show its answer's
+		// bytes to the peek; it is not in the pool any more, so the
+		// removal below leaves it alone.
+		if now.Sub(c.idleFrom) > u.idleTimeout || !alive(c.Conn) {
+			stale[c] = true
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
 	var drop []*upConn
 	u.mu.Lock()
 	for addr, cs := range u.idle {
 		keep := cs[:0]
 		for _, c := range cs {
-			if now.Sub(c.idleFrom) > u.idleTimeout || !alive(c.Conn) {
+			if stale[c] {
 				drop = append(drop, c)
 				continue
 			}

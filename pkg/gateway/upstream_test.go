@@ -182,3 +182,33 @@ func TestUpstreamWritesNoInjectedFields(t *testing.T) {
 		t.Fatalf("headers %v", got)
 	}
 }
+
+// The janitor drops idle connections whose instance closed them or that
+// idled too long, and keeps the others.
+func TestUpstreamSweepDropsStaleConnections(t *testing.T) {
+	a, _ := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	b, _ := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	u := newUpstream()
+	defer u.close()
+	for _, s := range []*httptest.Server{a, b} {
+		if _, err := u.do(context.Background(), upReq(s, "GET", "/", "", ""), time.Now().Add(time.Second), 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u.nIdle != 2 {
+		t.Fatalf("%d idle, want 2", u.nIdle)
+	}
+	a.CloseClientConnections()
+	time.Sleep(20 * time.Millisecond)
+	u.sweep(time.Now())
+	u.mu.Lock()
+	n, nb := u.nIdle, len(u.idle[strings.TrimPrefix(b.URL, "http://")])
+	u.mu.Unlock()
+	if n != 1 || nb != 1 {
+		t.Fatalf("after a's instance closed: %d idle (%d to b), want b's alone", n, nb)
+	}
+	u.sweep(time.Now().Add(2 * u.idleTimeout))
+	if u.nIdle != 0 {
+		t.Fatalf("%d idle past the idle timeout", u.nIdle)
+	}
+}
