@@ -66,6 +66,19 @@ bench-simlive: build
 	./bin/gantry bench simlive --app email-categorization --policy gantry --rate 10 --duration 90s --start-delay 1.5s --capacity 64 --runs 5 --out out/simlive/gantry
 	./bin/gantry bench simlive --app email-categorization --policy cypress --rate 10 --duration 90s --start-delay 1.5s --capacity 64 --runs 5 --out out/simlive/cypress
 
+# The controller's container image, built offline: a static gantry binary
+# at /gantry in one layer over an empty base (hack/image), written as an OCI
+# layout archive to $(IMAGE_OUT) for docker/podman load, ctr images import
+# or kind load image-archive. IMAGE names it (config/manager uses
+# gantry:latest); IMAGE_DIR=path also writes the layout as a folder.
+IMAGE ?= gantry:latest
+IMAGE_OUT ?= $(GANTRY_CACHE)/image/gantry.tar
+.PHONY: image
+image:
+	@mkdir -p $(GANTRY_CACHE)/image
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags='-s -w' -o $(GANTRY_CACHE)/image/gantry ./cmd/gantry
+	$(GO) run ./hack/image --binary $(GANTRY_CACHE)/image/gantry --arch $$($(GO) env GOARCH) --tag $(IMAGE) --out $(IMAGE_OUT) $(if $(IMAGE_DIR),--oci-dir $(IMAGE_DIR))
+
 # Simulator and policy-core figures quoted in docs/simulator.md.
 bench-sim:
 	$(GO) test -run '^$$' -bench 'Throughput|Memory' -benchtime 2x ./pkg/sim
