@@ -38,12 +38,19 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.opts.PodReadyDelay, "pod-ready-delay", 0, "how long kwok waits before marking a bound pod Running")
 	fs.BoolVar(&f.opts.ControllerManager, "controller-manager", false, "also run kube-controller-manager")
 	fs.BoolVar(&f.opts.Scheduler, "scheduler", false, "also run kube-scheduler")
+	fs.IntVar(&f.opts.ProcessNodes, "process-nodes", 0, "nodes whose pods run as local processes (implies --scheduler and --controller-manager; with them --nodes may be 0)")
 }
 
 // absDir resolves --dir, which the detached process must find from any cwd.
 func (f *clusterFlags) absDir() (string, error) {
-	if f.opts.Nodes < 1 {
-		return "", usagef("--nodes must be at least 1, got %d", f.opts.Nodes)
+	switch {
+	case f.opts.ProcessNodes < 0:
+		return "", usagef("--process-nodes must not be negative, got %d", f.opts.ProcessNodes)
+	case f.opts.Nodes < 0 || f.opts.Nodes+f.opts.ProcessNodes < 1:
+		return "", usagef("--nodes must be at least 1, or 0 with --process-nodes, got %d", f.opts.Nodes)
+	}
+	if f.opts.ProcessNodes > 0 {
+		f.opts.Scheduler, f.opts.ControllerManager = true, true
 	}
 	return filepath.Abs(f.dir)
 }
@@ -64,6 +71,7 @@ func (f *clusterFlags) serveArgv(dir string) ([]string, error) {
 		"--pod-ready-delay", o.PodReadyDelay.String(),
 		"--controller-manager=" + strconv.FormatBool(o.ControllerManager),
 		"--scheduler=" + strconv.FormatBool(o.Scheduler),
+		"--process-nodes", strconv.Itoa(o.ProcessNodes),
 	}, nil
 }
 
@@ -110,6 +118,14 @@ func newClusterServeCmd() *cobra.Command {
 			}
 			opts := f.opts
 			opts.Dir = dir
+			if opts.ProcessNodes > 0 {
+				// Pods name this binary "gantry": gantry fn NAME.
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				opts.Programs = map[string]string{"gantry": self}
+			}
 			return localcluster.Serve(cmd.Context(), opts)
 		},
 	}

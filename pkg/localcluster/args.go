@@ -38,6 +38,15 @@ func (c *Cluster) apiserverArgs() []string {
 		"--service-account-signing-key-file=" + c.path("pki", "sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16",
 	}
+	if c.opts.ProcessNodes > 0 {
+		// The API server reaches the process nodes' kubelet API (kubectl
+		// logs) with a client certificate, and verifies theirs.
+		args = append(args,
+			"--kubelet-client-certificate="+c.path("pki", "kubelet-client.crt"),
+			"--kubelet-client-key="+c.path("pki", "kubelet-client.key"),
+			"--kubelet-certificate-authority="+c.path("pki", "ca.crt"),
+			"--kubelet-preferred-address-types=InternalIP")
+	}
 	if !c.opts.ControllerManager {
 		// Without the controller manager nothing creates service accounts
 		// or lifts the not-ready taint, so skip the plugins that need that.
@@ -62,7 +71,7 @@ func (c *Cluster) componentArgs(name string, port int) []string {
 
 func (c *Cluster) controllerManagerArgs() []string {
 	return append(c.componentArgs("kube-controller-manager", c.ports.controllerManager),
-		"--controllers="+strings.Join(controllers, ","),
+		"--controllers="+strings.Join(c.controllers(), ","),
 		"--use-service-account-credentials=true",
 		"--root-ca-file="+c.path("pki", "ca.crt"),
 	)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"gantry.dev/gantry/pkg/processnode"
 )
 
 // Options configures a local control plane. The zero value is a working
@@ -26,6 +28,16 @@ type Options struct {
 	Scheduler         bool // also run kube-scheduler
 	ControllerManager bool // also run kube-controller-manager (see the package doc for its controllers)
 
+	// ProcessNodes are nodes whose pods run as local processes
+	// (pkg/processnode), beside the kwok nodes; with ProcessNodes set,
+	// Nodes may be 0. They need the scheduler and the controller manager,
+	// which then also runs the EndpointSlice controller.
+	ProcessNodes int
+	// Programs and Images are the process nodes' program names and image
+	// map (processnode.Config).
+	Programs map[string]string
+	Images   map[string][]string
+
 	Dir  string // working dir; a temp dir if empty (removed on Stop)
 	Port int    // kube-apiserver's port on 127.0.0.1; 0 picks a free one
 
@@ -34,7 +46,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Nodes == 0 {
+	if o.Nodes == 0 && o.ProcessNodes == 0 {
 		o.Nodes = 1
 	}
 	if o.NodeCPU == "" {
@@ -53,6 +65,9 @@ func (o Options) validate() error {
 	if o.Nodes < 0 || o.NodePods < 0 || o.PodReadyDelay < 0 || o.Port < 0 || o.Port > 65535 {
 		return fmt.Errorf("localcluster: negative or out-of-range option in %+v", o)
 	}
+	if err := o.validateProcessNodes(); err != nil {
+		return err
+	}
 	for _, q := range []string{o.NodeCPU, o.NodeMemory} {
 		if _, err := resource.ParseQuantity(q); err != nil {
 			return fmt.Errorf("localcluster: node capacity %q: %w", q, err)
@@ -70,7 +85,10 @@ type Cluster struct {
 	admin   *rest.Config
 	client  kubernetes.Interface
 
-	procs []*process // in start order: etcd, kube-apiserver, then the rest
+	procs     []*process // in start order: etcd, kube-apiserver, then the rest
+	ca        *authority
+	pnodes    []*processnode.Node
+	pnodeLogs []*os.File
 
 	stopOnce sync.Once
 	stopErr  error
@@ -187,13 +205,13 @@ func (c *Cluster) teardown(grace time.Duration, keepLogs bool) error {
 	for i := min(len(c.procs), 2) - 1; i >= 0; i-- {
 		tiers = append(tiers, c.procs[i:i+1])
 	}
+	err := c.stopProcessNodes()
 	var killed []string
 	for _, tier := range tiers {
 		killed = append(killed, stopTogether(tier, grace)...)
 	}
-	var err error
 	if len(killed) > 0 && grace > 0 {
-		err = fmt.Errorf("localcluster: %v ignored SIGTERM for %s and were killed", killed, grace)
+		err = errors.Join(err, fmt.Errorf("localcluster: %v ignored SIGTERM for %s and were killed", killed, grace))
 	}
 	switch {
 	case keepLogs:

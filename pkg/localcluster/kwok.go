@@ -99,8 +99,8 @@ func (c *Cluster) nodesReady(ctx context.Context) error {
 			ready++
 		}
 	}
-	if ready < c.opts.Nodes {
-		return fmt.Errorf("%d of %d nodes ready: %w", ready, c.opts.Nodes, errNotReady)
+	if want := c.opts.Nodes + c.opts.ProcessNodes; ready < want {
+		return fmt.Errorf("%d of %d nodes ready: %w", ready, want, errNotReady)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (c *Cluster) run(ctx context.Context) error {
 			return err
 		}
 	}
-	c.progress("ready in %.1f s: %d kwok node(s); kubeconfig %s", time.Since(t0).Seconds(), c.opts.Nodes, c.KubeconfigPath())
+	c.progress("ready in %.1f s: %d kwok node(s), %d process node(s); kubeconfig %s", time.Since(t0).Seconds(), c.opts.Nodes, c.opts.ProcessNodes, c.KubeconfigPath())
 	return nil
 }
 
@@ -87,7 +87,7 @@ func (c *Cluster) startClients(ctx context.Context) error {
 		health  string
 	}
 	components := []component{
-		{"kwok", true, c.kwokArgs(), []string{"HOME=" + c.path("kwok")},
+		{"kwok", c.opts.Nodes > 0, c.kwokArgs(), []string{"HOME=" + c.path("kwok")},
 			fmt.Sprintf("http://127.0.0.1:%d/healthz", c.ports.kwok)},
 		{"kube-controller-manager", c.opts.ControllerManager, c.controllerManagerArgs(), nil,
 			fmt.Sprintf("https://127.0.0.1:%d/healthz", c.ports.controllerManager)},
@@ -105,6 +105,9 @@ func (c *Cluster) startClients(ctx context.Context) error {
 		}
 	}
 	if err := c.createNodes(ctx); err != nil {
+		return err
+	}
+	if err := c.startProcessNodes(ctx); err != nil {
 		return err
 	}
 	for _, comp := range components {
@@ -195,6 +198,7 @@ func (c *Cluster) writeConfig() error {
 	if err != nil {
 		return err
 	}
+	c.ca = ca
 	serving, err := ca.server()
 	if err != nil {
 		return err
@@ -210,6 +214,9 @@ func (c *Cluster) writeConfig() error {
 		return err
 	}
 	if err := c.writeKubeconfigs(ca); err != nil {
+		return err
+	}
+	if err := c.writeKubeletClientCert(); err != nil {
 		return err
 	}
 	return c.writeKwokConfig()

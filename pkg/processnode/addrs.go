@@ -13,9 +13,19 @@ import (
 // ErrNoAddress is returned when every pod address of a node is taken.
 var ErrNoAddress = errors.New("processnode: no free pod address")
 
-// loopback is 127.0.0.0/8: on Linux every address in it is the loopback
-// interface's, so a pod can listen on one without any network setup.
-var loopback = netip.MustParsePrefix("127.0.0.0/8")
+// Where pod addresses come from. Every address of 127.0.0.0/8 is the
+// loopback interface's on Linux, so a pod can listen on one without any
+// network setup; but the API server refuses loopback addresses in
+// EndpointSlices, so the EndpointSlice controller cannot publish them.
+// 198.18.0.0/15, the range RFC 2544 sets aside for benchmarks, is made
+// local the same way by one route ("ip route replace local
+// 198.18.X.0/24 dev lo", which needs CAP_NET_ADMIN), and its addresses
+// are valid endpoints.
+var (
+	loopback      = netip.MustParsePrefix("127.0.0.0/8")
+	loopbackSpace = netip.MustParsePrefix("127.64.0.0/10")
+	routedSpace   = netip.MustParsePrefix("198.18.0.0/15")
+)
 
 // addrPool hands out a node's pod addresses. Freed addresses go to the back
 // of the line, so the one a pod just gave up is the last to be reused, and
@@ -26,13 +36,13 @@ type addrPool struct {
 	inUse map[netip.Addr]bool
 }
 
-// newAddrPool offers at most size host addresses of prefix, which must lie
-// in 127.0.0.0/8. The prefix's first and last addresses and 127.0.0.1 are
-// never offered.
+// newAddrPool offers at most size host addresses of prefix, an IPv4
+// prefix of /8 or longer that is local to this machine. The prefix's first
+// and last addresses and 127.0.0.1 are never offered.
 func newAddrPool(prefix netip.Prefix, size int) (*addrPool, error) {
 	prefix = prefix.Masked()
-	if !prefix.Addr().Is4() || prefix.Bits() < loopback.Bits() || !loopback.Contains(prefix.Addr()) {
-		return nil, fmt.Errorf("processnode: pod addresses %s are not inside %s", prefix, loopback)
+	if !prefix.Addr().Is4() || prefix.Bits() < 8 {
+		return nil, fmt.Errorf("processnode: pod addresses %s: want an IPv4 prefix of /8 or longer", prefix)
 	}
 	if size < 1 {
 		return nil, fmt.Errorf("processnode: pod address pool of size %d", size)
@@ -89,21 +99,17 @@ func (p *addrPool) used() int {
 	return len(p.inUse)
 }
 
-// claimSpace is where nodes on one machine claim their /24s: 127.64.0.0/10,
-// 16384 of them, clear of 127.0.0.1 and the low addresses other tools use.
-var claimSpace = netip.MustParsePrefix("127.64.0.0/10")
-
-// claimPrefix takes the first /24 of claimSpace that no other node on this
-// machine holds, by an exclusive lock on a file named after it in dir. The
-// lock lives as long as the returned file is open (or the process), so
-// nodes in concurrent test binaries never share an address, and a crashed
-// node's /24 is free again at once.
-func claimPrefix(dir string) (netip.Prefix, *os.File, error) {
+// claimPrefix takes the first /24 of space (routedSpace or loopbackSpace)
+// that no other node on this machine holds, by an exclusive lock on a file
+// named after it in dir. The lock lives as long as the returned file is
+// open (or the process), so nodes in concurrent test binaries never share
+// an address, and a crashed node's /24 is free again at once.
+func claimPrefix(dir string, space netip.Prefix) (netip.Prefix, *os.File, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return netip.Prefix{}, nil, err
 	}
-	n := 1 << (24 - claimSpace.Bits())
-	base := claimSpace.Addr().As4()
+	n := 1 << (24 - space.Bits())
+	base := space.Addr().As4()
 	for i := range n {
 		a := netip.AddrFrom4([4]byte{base[0], base[1] + byte(i>>8), byte(i), 0})
 		prefix := netip.PrefixFrom(a, 24)
@@ -116,5 +122,5 @@ func claimPrefix(dir string) (netip.Prefix, *os.File, error) {
 		}
 		f.Close()
 	}
-	return netip.Prefix{}, nil, fmt.Errorf("%w: every /24 of %s is claimed by another node", ErrNoAddress, claimSpace)
+	return netip.Prefix{}, nil, fmt.Errorf("%w: every /24 of %s is claimed by another node", ErrNoAddress, space)
 }

@@ -5,9 +5,12 @@
 //
 // # A pod as processes
 //
-// Each pod gets its own address in 127.0.0.0/8 (all of it is the loopback
-// interface on Linux) as its pod IP, and a folder of its own, its working
-// directory and $HOME. Each container is one process group:
+// Each pod gets an address of its own as its pod IP, and a folder of its
+// own, its working directory and $HOME. The addresses are a /24 of
+// 198.18.0.0/15 that the node makes local with one route (as 127.0.0.0/8
+// is; it needs CAP_NET_ADMIN), since the API server refuses loopback
+// addresses in EndpointSlices; without the privilege, a /24 of
+// 127.64.0.0/10. Each container is one process group:
 //
 //   - The program is the container's command and args, as Kubernetes
 //     defines them. Images are never pulled: a container without a command
@@ -50,7 +53,7 @@
 // no pressure conditions, 127.0.0.1 as its address and, with Config.TLS,
 // the kubelet API's port; virtual-kubelet then renews its lease. The node
 // is labelled type=process, so a nodeSelector can pick it beside kwok's
-// type=kwok nodes. Nodes on one machine claim different /24s of
-// 127.64.0.0/10 by a lock file each, so concurrent clusters never share a
-// pod address. Stop stops every pod within ShutdownGrace (500 ms).
+// type=kwok nodes. Nodes on one machine claim different /24s by a lock file
+// each, so concurrent clusters never share a pod address. Stop stops every
+// pod within ShutdownGrace (500 ms) and removes the route.
 package processnode

@@ -115,6 +115,7 @@ type testNode struct {
 	lock *os.File
 
 	mu       sync.Mutex
+	removed  []string
 	statuses map[string][]*corev1.Pod
 	changed  chan struct{}
 }
@@ -133,7 +134,7 @@ func newTestNode(t *testing.T, maxPods int) *testNode {
 	if err := os.Symlink(self, filepath.Join(bin, "helper")); err != nil {
 		t.Fatal(err)
 	}
-	prefix, lock, err := claimPrefix(filepath.Join(os.TempDir(), "gantry-processnode-addresses"))
+	prefix, lock, err := claimPrefix(filepath.Join(os.TempDir(), "gantry-processnode-addresses"), loopbackSpace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +152,11 @@ func newTestNode(t *testing.T, maxPods int) *testNode {
 		BackoffReset: time.Minute, ShutdownGrace: 300 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
 		Env:    envSources{configMaps: f.Core().V1().ConfigMaps().Lister(), secrets: f.Core().V1().Secrets().Lister()},
+		Remove: func(pod *corev1.Pod) {
+			tn.mu.Lock()
+			tn.removed = append(tn.removed, pod.Name)
+			tn.mu.Unlock()
+		},
 	}, addrs)
 	ctx, cancel := context.WithCancel(context.Background())
 	tn.p.NotifyPods(ctx, tn.record)

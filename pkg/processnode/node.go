@@ -24,6 +24,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -58,9 +59,10 @@ type Config struct {
 	// no command (the image's entrypoint): {"registry/echo:1": {"gantry",
 	// "fn", "echo"}}. A container with neither fails to start.
 	Images map[string][]string
-	// Addresses is the loopback prefix the pods' addresses come from.
-	// Default: a /24 of 127.64.0.0/10 that no other node on the machine
-	// holds (claimed with a lock file in the temp folder).
+	// Addresses is the prefix the pods' addresses come from; it must be
+	// local already. Default: a /24 no other node on the machine holds
+	// (claimed with a lock file in the temp folder), of 198.18.0.0/15 made
+	// local by a route when the process may add one, else of 127.64.0.0/10.
 	Addresses netip.Prefix
 	// MaxPods is the node's pod capacity and the most addresses it hands
 	// out (default 110, a kubelet's; at most the prefix's host addresses).
@@ -161,6 +163,8 @@ type Node struct {
 	vk       *nodeutil.Node
 	srv      *http.Server
 	lock     *os.File // holds the claim on the address prefix
+	prefix   netip.Prefix
+	route    netip.Prefix // the local route the node added, if any
 	ownsDir  bool
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -218,10 +222,11 @@ func (n *Node) setup() error {
 	prefix := cfg.Addresses
 	if !prefix.IsValid() {
 		var err error
-		if prefix, n.lock, err = claimPrefix(filepath.Join(os.TempDir(), "gantry-processnode-addresses")); err != nil {
+		if prefix, err = n.claimAddresses(); err != nil {
 			return err
 		}
 	}
+	n.prefix = prefix
 	addrs, err := newAddrPool(prefix, cfg.MaxPods)
 	if err != nil {
 		return err
@@ -242,7 +247,8 @@ func (n *Node) setup() error {
 			Images:   cfg.Images, MaxLogBytes: cfg.MaxLogBytes,
 			BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, BackoffReset: 10 * time.Minute,
 			ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger.With("node", cfg.Name),
-			Env: envSources{configMaps: pc.ConfigMaps, secrets: pc.Secrets},
+			Env:    envSources{configMaps: pc.ConfigMaps, secrets: pc.Secrets},
+			Remove: n.removePod,
 		}, addrs)
 		return n.prov, nil, nil
 	}
@@ -275,6 +281,35 @@ func (n *Node) setup() error {
 	}
 	return nil
 }
+
+// claimAddresses claims a /24 no other node on the machine uses: of
+// 198.18.0.0/15 made local by a route when this process may add one, so
+// the pods' addresses can be EndpointSlice endpoints; else of
+// 127.64.0.0/10, which needs no privilege but which the API server refuses
+// in EndpointSlices.
+func (n *Node) claimAddresses() (netip.Prefix, error) {
+	dir := filepath.Join(os.TempDir(), "gantry-processnode-addresses")
+	prefix, lock, err := claimPrefix(dir, routedSpace)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	rerr := addLocalRoute(prefix)
+	if rerr == nil {
+		n.lock, n.route = lock, prefix
+		return prefix, nil
+	}
+	lock.Close()
+	n.cfg.Logger.Warn("pods get loopback addresses, which EndpointSlices refuse: no local route for "+routedSpace.String(), "err", rerr)
+	prefix, n.lock, err = claimPrefix(dir, loopbackSpace)
+	return prefix, err
+}
+
+// Addresses is the prefix the pods' addresses come from.
+func (n *Node) Addresses() netip.Prefix { return n.prefix }
+
+// Routed reports whether the pods' addresses are outside 127.0.0.0/8, so
+// the EndpointSlice controller can publish them.
+func (n *Node) Routed() bool { return !loopback.Contains(n.prefix.Addr()) }
 
 // nodeSpec is the node object: capacity, Ready once running, no pressure,
 // 127.0.0.1 as its only address and the kubelet API's port.
@@ -318,6 +353,20 @@ func (n *Node) nodeSpec(port, maxPods int) corev1.Node {
 	}
 }
 
+// removePod deletes a pod object whose processes are gone, as a kubelet
+// does once a deleted pod's containers have stopped, so it does not wait
+// out its grace period in the API. The UID precondition spares a new pod
+// of the same name.
+func (n *Node) removePod(pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := n.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		n.cfg.Logger.Warn("removing a stopped pod", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
+}
+
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
@@ -355,6 +404,11 @@ func (n *Node) cleanup() {
 	}
 	if n.prov != nil {
 		n.prov.Close()
+	}
+	if n.route.IsValid() {
+		if err := delLocalRoute(n.route); err != nil {
+			n.cfg.Logger.Warn("removing the pods' route", "err", err)
+		}
 	}
 	if n.lock != nil {
 		n.lock.Close()

@@ -29,6 +29,7 @@ type podRun struct {
 	cs       []*container
 	conds    map[corev1.PodConditionType]corev1.PodCondition
 	stopping bool
+	deleted  bool // stopped by DeletePod, not by the node stopping
 	stopAt   time.Time
 
 	stopCh    chan struct{} // closed when the pod is to stop: SIGTERM
@@ -125,8 +126,12 @@ func (r *podRun) finish() {
 	if r.killTimer != nil {
 		r.killTimer.Stop()
 	}
+	deleted := r.deleted
 	r.mu.Unlock()
 	r.p.markDirty(r)
+	if remove := r.p.cfg.Remove; deleted && remove != nil {
+		remove(r.snapshot())
+	}
 	r.p.forget(r)
 	if r.ip.IsValid() {
 		if err := r.p.addrs.put(r.ip); err != nil {

@@ -34,6 +34,9 @@ type providerConfig struct {
 	ShutdownGrace time.Duration // the most a pod gets when the node stops
 	Logger        *slog.Logger
 	Env           envSources
+	// Remove, when set, is called once a deleted pod's processes are gone,
+	// to remove the pod object as a kubelet does (not on node shutdown).
+	Remove func(pod *corev1.Pod)
 }
 
 // Provider runs pods as local processes. It implements virtual-kubelet's
@@ -171,6 +174,9 @@ func (p *Provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	if s := pod.DeletionGracePeriodSeconds; s != nil {
 		grace = time.Duration(*s) * time.Second
 	}
+	r.mu.Lock()
+	r.deleted = true
+	r.mu.Unlock()
 	r.stop(grace)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,6 +128,12 @@ func TestDeleteTerminatesWithTheGracePeriod(t *testing.T) {
 	tn.gone(t, "stubborn", 2*time.Second)
 	if n := tn.p.addrs.used(); n != 0 {
 		t.Errorf("%d addresses still in use after both pods went", n)
+	}
+	tn.mu.Lock()
+	removed := slices.Sorted(slices.Values(tn.removed))
+	tn.mu.Unlock()
+	if !slices.Equal(removed, []string{"polite", "stubborn"}) {
+		t.Errorf("pod objects removed: %v, want both deleted pods", removed)
 	}
 	if _, err := os.Stat(filepathOf(tn, "stubborn")); err == nil {
 		t.Errorf("the pod's folder is still there")
@@ -354,5 +361,10 @@ func TestCloseStopsEveryPodWithinASecond(t *testing.T) {
 	}
 	if err := tn.p.CreatePod(context.Background(), servePod("late")); err == nil {
 		t.Error("CreatePod after Close succeeded")
+	}
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	if len(tn.removed) != 0 {
+		t.Errorf("the node's shutdown removed pod objects %v; only deletions should", tn.removed)
 	}
 }

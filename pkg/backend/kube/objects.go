@@ -36,6 +36,8 @@ const (
 	ContainerName = "function"
 	// DefaultPort is the port an instance listens on, passed as $PORT.
 	DefaultPort = 8080
+	// EnvPodIP is the variable that carries the pod's address.
+	EnvPodIP = "POD_IP"
 )
 
 // selectorLabels pick a function's pods. They are also on the Service, so
@@ -102,9 +104,12 @@ func podTemplate(f stack.Function, port int32) corev1.PodTemplateSpec {
 // containerEnv is f.Env in key order (map order would change the template,
 // and with it roll the pods, on every deploy), then PORT and
 // GANTRY_FUNCTION_NAME, which override the user's: the port must match the
-// container port the probe and the endpoints use.
+// container port the probe and the endpoints use; and POD_IP, the pod's
+// address from the downward API, for a program that must listen on that
+// address rather than on all of them (on a process node, pods share the
+// host's ports: pkg/processnode).
 func containerEnv(f stack.Function, port int32) []corev1.EnvVar {
-	own := map[string]string{"PORT": strconv.Itoa(int(port)), "GANTRY_FUNCTION_NAME": f.Name}
+	own := map[string]string{"PORT": strconv.Itoa(int(port)), "GANTRY_FUNCTION_NAME": f.Name, EnvPodIP: ""}
 	var env []corev1.EnvVar
 	for _, k := range slices.Sorted(maps.Keys(f.Env)) {
 		if _, ours := own[k]; !ours {
@@ -112,7 +117,9 @@ func containerEnv(f stack.Function, port int32) []corev1.EnvVar {
 		}
 	}
 	return append(env, corev1.EnvVar{Name: "PORT", Value: own["PORT"]},
-		corev1.EnvVar{Name: "GANTRY_FUNCTION_NAME", Value: f.Name})
+		corev1.EnvVar{Name: "GANTRY_FUNCTION_NAME", Value: f.Name},
+		corev1.EnvVar{Name: EnvPodIP, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"}}})
 }
 
 // newService is the headless Service whose EndpointSlices route to f's

@@ -36,9 +36,12 @@ func TestPodTemplateRunsTheDeclaration(t *testing.T) {
 	}
 	// Sorted, so the template (and so the rollout hash) is stable; the
 	// user's PORT gives way to the one the probe and endpoints use.
-	want := []string{"A=1", "B=2", "PORT=8080", "GANTRY_FUNCTION_NAME=resize"}
+	want := []string{"A=1", "B=2", "PORT=8080", "GANTRY_FUNCTION_NAME=resize", "POD_IP="}
 	if got := envNames(c.Env); !slices.Equal(got, want) {
 		t.Errorf("env %v, want %v", got, want)
+	}
+	if ref := c.Env[len(c.Env)-1].ValueFrom; ref == nil || ref.FieldRef == nil || ref.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("POD_IP comes from %+v, want the downward API's status.podIP", ref)
 	}
 	if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 8080 || c.Ports[0].Name != PortName {
 		t.Errorf("ports %+v, want http 8080", c.Ports)

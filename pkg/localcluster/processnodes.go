@@ -1,0 +1,136 @@
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"gantry.dev/gantry/pkg/processnode"
+)
+
+// maxProcessNodes bounds Options.ProcessNodes.
+const maxProcessNodes = 16
+
+// ProcessNodeName is the name of the i-th process node (from 0).
+func ProcessNodeName(i int) string { return fmt.Sprintf("process-node-%d", i) }
+
+func (o Options) validateProcessNodes() error {
+	switch {
+	case o.ProcessNodes < 0 || o.ProcessNodes > maxProcessNodes:
+		return fmt.Errorf("localcluster: %d process nodes, want 0 to %d", o.ProcessNodes, maxProcessNodes)
+	case o.ProcessNodes > 0 && !(o.Scheduler && o.ControllerManager):
+		return errors.New("localcluster: process nodes need the scheduler and the controller manager (their pods are scheduled, their endpoints published)")
+	case o.Nodes+o.ProcessNodes < 1:
+		return errors.New("localcluster: no nodes")
+	}
+	return nil
+}
+
+// controllers are the controller manager's controllers: the EndpointSlice
+// controller too when process nodes run, since their pods serve traffic.
+func (c *Cluster) controllers() []string {
+	if c.opts.ProcessNodes == 0 {
+		return controllers
+	}
+	return append(slices.Clone(controllers), "endpointslice-controller")
+}
+
+// writeKubeletClientCert writes the certificate the API server presents to
+// the process nodes' kubelet API.
+func (c *Cluster) writeKubeletClientCert() error {
+	if c.opts.ProcessNodes == 0 {
+		return nil
+	}
+	id, err := c.ca.client("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return err
+	}
+	if err := writeFile(c.path("pki", "kubelet-client.crt"), id.certPEM); err != nil {
+		return err
+	}
+	return writeFile(c.path("pki", "kubelet-client.key"), id.keyPEM)
+}
+
+// startProcessNodes starts the process nodes in this process, each with its
+// working folder in the cluster's, its log in logs/, and the kubelet API
+// on a certificate of the cluster CA that the API server trusts.
+func (c *Cluster) startProcessNodes(ctx context.Context) error {
+	if c.opts.ProcessNodes == 0 {
+		return nil
+	}
+	serving, err := c.ca.server()
+	if err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair(serving.certPEM, serving.keyPEM)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c.ca.cert)
+	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	id, err := c.ca.client("gantry-processnode", "system:masters")
+	if err != nil {
+		return err
+	}
+	rc := rest.CopyConfig(c.admin)
+	rc.CertData, rc.KeyData = id.certPEM, id.keyPEM
+	rc.QPS, rc.Burst = 50, 100
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	for i := range c.opts.ProcessNodes {
+		name := ProcessNodeName(i)
+		logf, err := os.OpenFile(c.path("logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		n, err := processnode.Start(ctx, processnode.Config{
+			Name: name, Client: client, Dir: c.path(name),
+			Programs: c.opts.Programs, Images: c.opts.Images, MaxPods: c.opts.NodePods,
+			TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(logf, nil)),
+		})
+		if err != nil {
+			logf.Close()
+			return fmt.Errorf("process node %s: %w", name, err)
+		}
+		c.pnodes = append(c.pnodes, n)
+		c.pnodeLogs = append(c.pnodeLogs, logf)
+	}
+	c.progress("%d process node(s) registered", c.opts.ProcessNodes)
+	return nil
+}
+
+// ProcessNodeDirs are the process nodes' working folders, in node order:
+// each holds pods/<namespace>_<name>_<uid>/ with the containers' logs.
+func (c *Cluster) ProcessNodeDirs() []string {
+	var out []string
+	for _, n := range c.pnodes {
+		out = append(out, n.Dir())
+	}
+	return out
+}
+
+// stopProcessNodes stops the process nodes and their pods, before the rest
+// of the cluster, so no pod outlives it.
+func (c *Cluster) stopProcessNodes() error {
+	var err error
+	for _, n := range c.pnodes {
+		err = errors.Join(err, n.Stop())
+	}
+	for _, f := range c.pnodeLogs {
+		f.Close()
+	}
+	c.pnodes, c.pnodeLogs = nil, nil
+	return err
+}

@@ -1,0 +1,253 @@
+// Package e2e runs process nodes in the real local control plane (etcd,
+// kube-apiserver, kube-scheduler, kube-controller-manager with its
+// EndpointSlice controller, and one process node, no kwok node): pods are
+// real processes that serve traffic, and the gateway serves requests
+// through the Kubernetes backend to them.
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"gantry.dev/gantry/pkg/localcluster"
+)
+
+// instanceEnv makes the test binary a function instance instead of the
+// tests: the process node runs it as the program "e2e-instance".
+const (
+	instanceEnv = "E2E_INSTANCE"
+	program     = "e2e-instance"
+)
+
+// port is the instances' port: one free on every address, since a process
+// listening on a wildcard address would hold it on every pod address too.
+var port int32
+
+func TestMain(m *testing.M) {
+	if os.Getenv(instanceEnv) != "" {
+		os.Exit(instanceMain())
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	port = int32(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	os.Exit(localcluster.RunMain(m, localcluster.Options{ProcessNodes: 1, Scheduler: true, ControllerManager: true,
+		Programs: map[string]string{program: self}}))
+}
+
+// instanceMain is a function instance as the gateway expects one, on
+// $POD_IP:$PORT: GET /_/health answers 200, POST / answers
+// "HOSTNAME:body" after $SLEEP. On SIGTERM it stops listening, finishes
+// the requests it holds, and exits.
+func instanceMain() int {
+	sleep, _ := time.ParseDuration(os.Getenv("SLEEP"))
+	host := os.Getenv("HOSTNAME")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /_/health", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		_, _ = fmt.Fprintf(&b, "%s:", host)
+		buf := make([]byte, 4096)
+		n, _ := r.Body.Read(buf)
+		b.Write(buf[:n])
+		time.Sleep(sleep)
+		_, _ = w.Write([]byte(b.String()))
+	})
+	ln, err := net.Listen("tcp", net.JoinHostPort(os.Getenv("POD_IP"), os.Getenv("PORT")))
+	if err != nil {
+		fmt.Println("listen:", err)
+		return 2
+	}
+	fmt.Println("listening on", ln.Addr())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	go func() { _ = srv.Serve(ln) }()
+	<-ctx.Done()
+	fmt.Println("SIGTERM: draining")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return 0
+}
+
+// env is a test's view of the shared cluster, with a namespace of its own.
+type env struct {
+	cfg  *rest.Config
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+	ns   string
+	dirs []string // the process nodes' folders
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	c := localcluster.Shared(t)
+	cfg := c.RESTConfig()
+	cfg.QPS, cfg.Burst = 100, 200
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cfg: cfg, kube: kc, dyn: dyn, dirs: c.ProcessNodeDirs(),
+		ns: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))}
+	if len(e.ns) > 40 {
+		e.ns = e.ns[:40]
+	}
+	e.ns = strings.TrimRight(e.ns, "-") + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
+	if _, err := kc.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kc.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}) })
+	e.eventually(t, "the default service account", func(ctx context.Context) (bool, error) {
+		_, err := kc.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	return e
+}
+
+// eventually polls cond until it holds. The timeout turns a hang into a
+// failure; it is not what the test asserts.
+func (e *env) eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		last = err
+		return ok && err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
+	}
+}
+
+// readyPods lists the pods matching selector that are Ready and not being
+// deleted.
+func (e *env) readyPods(ctx context.Context, selector string) ([]corev1.Pod, error) {
+	list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && podReady(&p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// pid is the process of the pod's first container.
+func pid(p *corev1.Pod) (int, error) {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return 0, errors.New("no container status")
+	}
+	id, ok := strings.CutPrefix(p.Status.ContainerStatuses[0].ContainerID, "process://")
+	if !ok {
+		return 0, fmt.Errorf("container ID %q", p.Status.ContainerStatuses[0].ContainerID)
+	}
+	return strconv.Atoi(id)
+}
+
+// alive reports whether pid is a live process (a zombie counts as gone).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+var crdOnce struct {
+	sync.Once
+	err error
+}
+
+// installCRD applies the generated RTResource CRD that `make deploy` ships.
+func (e *env) installCRD(t *testing.T) {
+	t.Helper()
+	crdOnce.Do(func() { crdOnce.err = installCRD(e.dyn) })
+	if crdOnce.err != nil {
+		t.Fatalf("install CRD: %v", crdOnce.err)
+	}
+}
+
+func installCRD(dyn dynamic.Interface) error {
+	_, file, _, _ := runtime.Caller(0)
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "crd", "bases", "gantry.dev_rtresources.yaml"))
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return err
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := crds.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
