@@ -40,7 +40,8 @@ type upstream struct {
 	once  sync.Once
 }
 
-// upConn is one connection to an instance.
+// upConn is one connection to an instance. Its buffers come from pools
+// for the length of one exchange, so an idle connection holds none.
 type upConn struct {
 	net.Conn
 	br *bufio.Reader
@@ -118,13 +119,39 @@ func (u *upstream) do(ctx context.Context, r *upRequest, deadline time.Time, max
 	return resp, err
 }
 
+var (
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+)
+
 // exchange writes the request and reads the response on c; reuse says the
 // connection is left clean for another request.
 func (u *upstream) exchange(c *upConn, r *upRequest, maxBody int64) (*upResponse, bool, error) {
 	c.read = 0
-	if err := writeRequest(c.bw, r); err != nil {
+	c.bw = writerPool.Get().(*bufio.Writer)
+	c.bw.Reset(c.Conn)
+	err := writeRequest(c.bw, r)
+	c.bw.Reset(nil)
+	writerPool.Put(c.bw)
+	c.bw = nil
+	if err != nil {
 		return nil, false, err
 	}
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(c)
+	resp, reuse, err := u.readAnswer(c, r, maxBody)
+	// Everything read was read in this goroutine and the body is closed,
+	// so nothing holds the reader now. Bytes left in it would be a second
+	// answer nobody asked for: the connection is not clean.
+	reuse = reuse && c.br.Buffered() == 0
+	c.br.Reset(nil)
+	readerPool.Put(c.br)
+	c.br = nil
+	return resp, reuse, err
+}
+
+// readAnswer reads the final response to r on c.
+func (u *upstream) readAnswer(c *upConn, r *upRequest, maxBody int64) (*upResponse, bool, error) {
 	var req *http.Request // ReadResponse needs the method only to know a HEAD answer has no body
 	if r.method == http.MethodHead {
 		req = headRequest
@@ -268,10 +295,7 @@ func (u *upstream) get(ctx context.Context, addr string, deadline time.Time) (*u
 	if err != nil {
 		return nil, &errDial{err}
 	}
-	c := &upConn{Conn: nc}
-	c.br = bufio.NewReaderSize(c, 4096)
-	c.bw = bufio.NewWriterSize(nc, 4096)
-	return c, nil
+	return &upConn{Conn: nc}, nil
 }
 
 func (u *upstream) takeIdle(addr string) *upConn {
@@ -293,10 +317,6 @@ func (u *upstream) takeIdle(addr string) *upConn {
 }
 
 func (u *upstream) put(addr string, c *upConn) {
-	if c.br.Buffered() > 0 {
-		c.Close() // the instance sent more than one answer: not a clean connection
-		return
-	}
 	_ = c.SetDeadline(time.Time{})
 	c.idleFrom = time.Now()
 	u.mu.Lock()

@@ -105,6 +105,10 @@ type SustainSecond struct {
 	// go_memstats_heap_inuse_bytes); GatewayRSSMiB its resident memory.
 	GatewayHeapMiB float64 `json:"gateway_heap_mib"`
 	GatewayRSSMiB  float64 `json:"gateway_rss_mib"`
+	// GatewayGoroutines is the gateway's go_goroutines: about one per
+	// open client connection, so memory that follows it follows the
+	// connections the generator holds open, not a leak.
+	GatewayGoroutines float64 `json:"gateway_goroutines"`
 	// Cores used in this second by each process.
 	GeneratorCores float64 `json:"generator_cores"`
 	GatewayCores   float64 `json:"gateway_cores"`
@@ -284,13 +288,14 @@ func (s *sampler) start(log io.Writer) (stop func()) {
 			now, at := s.cpu(), time.Now()
 			dt := at.Sub(prevAt).Seconds()
 			ok, bad := s.completed.Load(), s.failed.Load()
+			heap, goroutines := s.scrapeGateway()
 			sec := SustainSecond{Second: i, Completed: ok - prevOK, Errors: bad - prevErr,
-				GatewayHeapMiB: s.heapMiB(), GatewayRSSMiB: rssMiB(s.gw.cmd.Process.Pid),
+				GatewayHeapMiB: heap, GatewayRSSMiB: rssMiB(s.gw.cmd.Process.Pid), GatewayGoroutines: goroutines,
 				GeneratorCores: (now[0] - prev[0]).Seconds() / dt, GatewayCores: (now[1] - prev[1]).Seconds() / dt,
 				InstanceCores: (now[2] - prev[2]).Seconds() / dt}
 			s.seconds = append(s.seconds, sec)
-			logf(log, "%3d s: %5d completed, %d errors; gateway heap %.1f MiB, RSS %.1f MiB; cores: generator %.2f, gateway %.2f, instance %.2f",
-				i, sec.Completed, sec.Errors, sec.GatewayHeapMiB, sec.GatewayRSSMiB, sec.GeneratorCores, sec.GatewayCores, sec.InstanceCores)
+			logf(log, "%3d s: %5d completed, %d errors; gateway heap %.1f MiB, RSS %.1f MiB, %.0f goroutines; cores: generator %.2f, gateway %.2f, instance %.2f",
+				i, sec.Completed, sec.Errors, sec.GatewayHeapMiB, sec.GatewayRSSMiB, sec.GatewayGoroutines, sec.GeneratorCores, sec.GatewayCores, sec.InstanceCores)
 			prev, prevAt, prevOK, prevErr = now, at, ok, bad
 		}
 	}()
@@ -301,24 +306,33 @@ func (s *sampler) start(log io.Writer) (stop func()) {
 	}
 }
 
-// heapMiB scrapes the gateway's heap in use from its /metrics; -1 when it
-// cannot.
-func (s *sampler) heapMiB() float64 {
+// scrapeGateway reads the gateway's heap in use (MiB) and goroutines
+// from its /metrics; -1 for what it cannot read.
+func (s *sampler) scrapeGateway() (heapMiB, goroutines float64) {
+	heapMiB, goroutines = -1, -1
 	resp, err := s.scrape.Get(s.gw.url + "/metrics")
 	if err != nil {
-		return -1
+		return
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return f / (1 << 20)
-			}
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || (name != "go_memstats_heap_inuse_bytes" && name != "go_goroutines") {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			continue
+		}
+		if name == "go_goroutines" {
+			goroutines = f
+		} else {
+			heapMiB = f / (1 << 20)
 		}
 	}
-	return -1
+	return
 }
 
 // rssMiB reads a process's resident set from /proc; -1 when it cannot.
@@ -419,10 +433,10 @@ func (r *SustainReport) WriteDir(dir string) error {
 		return err
 	}
 	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"second", "completed", "errors", "gateway_heap_mib", "gateway_rss_mib", "generator_cores", "gateway_cores", "instance_cores"})
+	_ = cw.Write([]string{"second", "completed", "errors", "gateway_heap_mib", "gateway_rss_mib", "gateway_goroutines", "generator_cores", "gateway_cores", "instance_cores"})
 	for _, s := range r.Timeline {
 		_ = cw.Write([]string{strconv.Itoa(s.Second), strconv.FormatInt(s.Completed, 10), strconv.FormatInt(s.Errors, 10),
-			f3(s.GatewayHeapMiB), f3(s.GatewayRSSMiB), f3(s.GeneratorCores), f3(s.GatewayCores), f3(s.InstanceCores)})
+			f3(s.GatewayHeapMiB), f3(s.GatewayRSSMiB), f3(s.GatewayGoroutines), f3(s.GeneratorCores), f3(s.GatewayCores), f3(s.InstanceCores)})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {

@@ -37,8 +37,8 @@ func TestSustainThroughChildProcesses(t *testing.T) {
 		t.Fatalf("%d seconds sampled in a 2 s run", len(rep.Timeline))
 	}
 	for _, s := range rep.Timeline {
-		if s.GatewayHeapMiB <= 0 || s.GatewayRSSMiB <= 0 {
-			t.Fatalf("second %d: heap %v MiB, RSS %v MiB: the gateway's memory was not read", s.Second, s.GatewayHeapMiB, s.GatewayRSSMiB)
+		if s.GatewayHeapMiB <= 0 || s.GatewayRSSMiB <= 0 || s.GatewayGoroutines <= 0 {
+			t.Fatalf("second %d: heap %v MiB, RSS %v MiB, %v goroutines: the gateway was not read", s.Second, s.GatewayHeapMiB, s.GatewayRSSMiB, s.GatewayGoroutines)
 		}
 	}
 	if len(rep.CPU) != 3 || rep.CPU[1].Process != "gateway" || rep.CPU[1].Seconds <= 0 || rep.CPU[2].Seconds <= 0 {
