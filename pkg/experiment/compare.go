@@ -57,6 +57,22 @@ func jobsPer(r report.Record) float64    { return r.JobsPerContainer }
 func energy(r report.Record) float64     { return r.EnergyJ }
 func response(r report.Record) float64   { return r.MeanQueueMs + r.MeanColdStartMs + r.MeanExecMs }
 
+// vsBound and vsFloor are the mean live containers against the run's
+// clairvoyant bound and work floor (NaN, so skipped, without them).
+func vsBound(r report.Record) float64 {
+	if r.Bound <= 0 {
+		return math.NaN()
+	}
+	return r.VsBound()
+}
+
+func vsFloor(r report.Record) float64 {
+	if r.WorkFloor <= 0 {
+		return math.NaN()
+	}
+	return r.VsFloor()
+}
+
 // p99OverSLO is how far p99 exceeds the SLO, as a fraction (0 if within).
 func p99OverSLO(r report.Record) float64 {
 	if r.SLOMs <= 0 {

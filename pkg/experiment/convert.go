@@ -15,6 +15,7 @@ func FromResult(r sim.Result) report.Record {
 		SLOMs:    millis(r.SLO),
 		Requests: r.Requests, ContainersSpawned: r.ContainersSpawned,
 		AvgContainers: r.AvgContainers, PeakContainers: r.PeakContainers,
+		WorkFloor: r.WorkFloor, Bound: r.Bound,
 		SLOCompliance: r.SLOCompliance,
 		P50Ms:         millis(r.P50), P95Ms: millis(r.P95), P99Ms: millis(r.P99), P999Ms: millis(r.P999),
 		MeanQueueMs: millis(r.MeanQueue), MeanColdStartMs: millis(r.MeanColdStart), MeanExecMs: millis(r.MeanExec),
@@ -35,6 +36,7 @@ func fromFunction(f sim.FunctionResult) report.FunctionRecord {
 	return report.FunctionRecord{
 		Name: f.Name, Requests: f.Requests, Rejected: f.Rejected, ColdStarts: f.ColdStarts,
 		ContainersSpawned: f.ContainersSpawned, AvgContainers: f.AvgContainers, PeakContainers: f.PeakContainers,
+		WorkFloor: f.WorkFloor, Bound: f.Bound,
 		P50Ms: millis(f.P50), P99Ms: millis(f.P99),
 		MeanQueueMs: millis(f.MeanQueue), MeanExecMs: millis(f.MeanExec),
 		JobsPerContainer: f.JobsPerContainer,

@@ -150,7 +150,7 @@ func (p PaperPlan) validate() error {
 		return fmt.Errorf("%w: no policies", ErrBadPlan)
 	}
 	for _, name := range p.Policies {
-		if !slices.Contains(policy.Names(), name) {
+		if !slices.Contains(slices.Concat(policy.Names(), policy.Ablations(), policy.Extras()), name) {
 			return fmt.Errorf("%w: %w %q", ErrBadPlan, policy.ErrUnknownPolicy, name)
 		}
 	}

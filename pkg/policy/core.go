@@ -42,6 +42,11 @@ type fnState struct {
 	// execScale turns the mean into the quantile the policy packs on.
 	execScale float64
 	target    int
+	held      int // the panic rule's hold (see heldTarget)
+	// past holds the targets of the last keepWindows windows, newest at
+	// pastNext-1: idling detection keeps the largest of them.
+	past      [maxKeepWindows]int
+	pastNext  int
 	completed int64
 }
 
@@ -67,14 +72,8 @@ type core struct {
 	poolNext int
 
 	winCount float64
-	// Arrivals in the last few ticks, for the panic rule.
-	tickCount float64
-	recent    [panicTicks]struct {
-		n  float64
-		at time.Time
-	}
-	recentNext int
-	rate       float64 // the rate the latest proactive sizing used
+	panic    panicState
+	rate     float64 // the rate the latest proactive sizing used
 
 	started    bool
 	nextWindow time.Time
@@ -238,7 +237,7 @@ func (c *core) Arrive(_ time.Time, fn int, size float64, n Counts) int {
 
 func (c *core) countArrival(size float64) {
 	c.winCount++
-	c.tickCount++
+	c.panic.cum++
 	c.binCount[c.bin(size)]++
 	if c.p.empiricalMix && !c.p.truth {
 		if len(c.pool) < poolSize {

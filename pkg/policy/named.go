@@ -56,6 +56,18 @@ type parts struct {
 	// for, instead of waiting for the next window (Knative's panic mode,
 	// applied to IS-batched targets).
 	panic bool
+	// panicZ is the panic rule's threshold in standard deviations of a
+	// Poisson count; panicCUSUM adds a CUSUM for smaller lasting rises;
+	// panicMinSpan measures the rate over at least the nominal tick;
+	// panicHold holds the containers a panic asks for this long.
+	panicZ       float64
+	panicCUSUM   bool
+	panicMinSpan bool
+	panicHold    time.Duration
+	// keepWindows > 1 makes idling detection keep the largest target of
+	// the last keepWindows windows, so a container is retired only once
+	// the target has stayed below the live count that long (a keep-alive).
+	keepWindows int
 	// chainExtra adds this fraction of containers per downstream function
 	// (Kraken's weighting of functions many paths pass through).
 	chainExtra float64
@@ -67,6 +79,9 @@ type parts struct {
 	noChain bool
 	// instances, when set, is SimFaaS's instance model (see Instances).
 	instances *Instances
+	// batchOne sizes one container per request predicted to arrive within
+	// a function SLO, whatever its input size (the paper's No Batch).
+	batchOne bool
 }
 
 // CommercialKeepAlive is how long the commercial baseline keeps an idle
@@ -75,7 +90,11 @@ type parts struct {
 const CommercialKeepAlive = 2 * time.Minute
 
 var catalog = map[string]parts{
-	"atoll": {order: FIFO, load: loadNone, sizing: sizeNone, react: reactPerRequest},
+	// atoll is the paper's No Batch (Atoll): one container per request in
+	// flight, sized for the predicted load (a container for every request
+	// predicted within one function SLO), the same for every input-size
+	// mix; a request that finds no idle container gets its own.
+	"atoll": {order: FIFO, load: loadEWMA, sizing: sizeStatic, react: reactPerRequest, batchOne: true},
 	// commercial is a commercial platform as SimFaaS models it: a request
 	// runs on the newest idle instance, or on a new instance of its own
 	// after a cold start; an instance expires a fixed time after its last
@@ -86,12 +105,15 @@ var catalog = map[string]parts{
 	"fifer":   {order: FIFO, load: loadLinReg, sizing: sizeStatic, react: reactBottleneck},
 	"isbatch": {order: FIFO, load: loadEWMA, sizing: sizeIS, react: reactOverload},
 	"cypress": {order: HeaviestFirst, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true},
-	// The oracle is gantry with perfect knowledge: what is left between
-	// the two is the cost of learning and predicting.
-	"oracle": {order: LeastSlack, load: loadOracle, sizing: sizeIS, react: reactOverload, lookAhead: true,
+	// oracle-predicted is gantry's sizing fed the trace's expected rate
+	// (its busiest second) and the true models: what is left between it
+	// and gantry is the cost of learning and predicting. It never sees
+	// the real arrivals; "oracle" (oracle.go) does.
+	"oracle-predicted": {order: LeastSlack, load: loadOracle, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		stream: true, truth: true},
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
-		execQuantile: 0.75, empiricalMix: true, stream: true, panic: true},
+		execQuantile: 0.75, empiricalMix: true, stream: true, panic: true,
+		panicZ: 3, panicCUSUM: true, panicMinSpan: true, panicHold: 20 * time.Second, keepWindows: 3},
 }
 
 // ablations are gantry with one of its changes over Cypress undone; they
@@ -102,6 +124,15 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-stream":      func(p *parts) { p.stream = false; p.empiricalMix = false },
 	"gantry-mean-exec":      func(p *parts) { p.execQuantile = 0 },
 	"gantry-heaviest-first": func(p *parts) { p.order = HeaviestFirst },
+	// gantry-panic-2sigma is the panic rule before its false-alarm, span
+	// and hold rules: one tick's count above two standard deviations.
+	"gantry-panic-2sigma": func(p *parts) {
+		p.panicZ, p.panicCUSUM, p.panicMinSpan, p.panicHold, p.keepWindows = 2, false, false, 0, 1
+	},
+	"gantry-no-keep":     func(p *parts) { p.keepWindows = 1 },
+	"gantry-no-cusum":    func(p *parts) { p.panicCUSUM = false },
+	"gantry-no-hold":     func(p *parts) { p.panicHold = 0 },
+	"gantry-no-min-span": func(p *parts) { p.panicMinSpan = false },
 }
 
 // chainAblations are Cypress with chained prediction or look-ahead taken
@@ -118,11 +149,15 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-panic", "gantry-no-stream"}
+	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-cusum", "gantry-no-hold",
+		"gantry-no-keep", "gantry-no-min-span", "gantry-no-panic", "gantry-no-stream", "gantry-panic-2sigma"}
 }
 
 // New builds the named policy (or ablation) for an app.
 func New(name string, spec Spec) (Policy, error) {
+	if name == "oracle" {
+		return newOracle(spec)
+	}
 	if name == "knative" {
 		if len(spec.Functions) == 0 {
 			return nil, fmt.Errorf("%w: no functions", ErrBadSpec)

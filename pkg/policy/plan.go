@@ -32,43 +32,9 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	}
 	surge := c.surge(now)
 	for f := range c.fns {
-		out[f] = c.decide(f, views, window, surge)
+		out[f] = c.decide(f, now, views, window, surge)
 	}
 }
-
-// panicTicks is how many ticks the panic rule's short rate spans.
-const panicTicks = 2
-
-// surge is how far the arrival rate over the last panicTicks ticks exceeds
-// the rate the current targets were sized for (1 when it does not, or not
-// by more than noise).
-func (c *core) surge(now time.Time) float64 {
-	c.recent[c.recentNext].n, c.recent[c.recentNext].at = c.tickCount, now
-	c.recentNext = (c.recentNext + 1) % panicTicks
-	c.tickCount = 0
-	oldest := c.recent[c.recentNext%panicTicks] // the slot written panicTicks-1 ticks ago
-	span := now.Sub(oldest.at).Seconds()
-	if !c.p.panic || !c.targetOK || c.rate <= 0 || oldest.at.IsZero() || span <= 0 {
-		return 1
-	}
-	var n float64
-	for _, r := range c.recent {
-		if r.at.After(oldest.at) {
-			n += r.n
-		}
-	}
-	// A Poisson count exceeds its mean by two standard deviations only
-	// about 2% of the time: below that the excess is noise, not a burst.
-	want := c.rate * span
-	if n <= want+panicSigmas*math.Sqrt(want) {
-		return 1
-	}
-	return n / want
-}
-
-// panicSigmas is how far above the expected count the short-window count
-// must be before the panic rule acts.
-const panicSigmas = 2
 
 func (c *core) refreshModels() {
 	for i := range c.fns {
@@ -110,9 +76,26 @@ func (c *core) resize(now time.Time) {
 			return
 		}
 		down := len(c.fns) - 1 - f
-		c.fns[f].target = n + int(math.Ceil(float64(n)*c.p.chainExtra*float64(down)))
+		fs := &c.fns[f]
+		fs.target = n + int(math.Ceil(float64(n)*c.p.chainExtra*float64(down)))
+		fs.past[fs.pastNext%maxKeepWindows] = fs.target
+		fs.pastNext++
 	}
 	c.targetOK = true
+}
+
+// maxKeepWindows bounds parts.keepWindows.
+const maxKeepWindows = 8
+
+// keptTarget is the largest target of function f's last keepWindows
+// windows (its current target when keepWindows <= 1).
+func (c *core) keptTarget(f int) int {
+	fs := &c.fns[f]
+	t := fs.target
+	for k := 1; k < min(c.p.keepWindows, maxKeepWindows, fs.pastNext); k++ {
+		t = max(t, fs.past[(fs.pastNext-1-k)%maxKeepWindows])
+	}
+	return t
 }
 
 // predictRate is the expected arrivals per second in the coming window.
@@ -136,6 +119,9 @@ func (c *core) sizeFunction(f int, rate float64) (int, bool) {
 	count := int(math.Ceil(n))
 	if count == 0 {
 		return 0, true
+	}
+	if c.p.batchOne {
+		return count, true
 	}
 	if c.p.sizing == sizeStatic || (c.p.noChain && f > 0) {
 		return batch.Static(count, slo, time.Duration(c.meanExec(f))), true

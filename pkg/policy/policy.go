@@ -56,6 +56,9 @@ type Spec struct {
 	ColdStart        time.Duration
 	// Window is the proactive scaling period.
 	Window time.Duration
+	// Tick is the driver's nominal planning period (default 500 ms); the
+	// panic rule measures the arrival rate over at least this long.
+	Tick time.Duration
 	// Start is the time of the first observation; the oracle uses it to
 	// index Truth.Rate.
 	Start time.Time
@@ -74,6 +77,9 @@ type Truth struct {
 	OutputMean func(fn int, size float64) float64
 	// SampleSize draws a first-function input size.
 	SampleSize func(rng *rand.Rand) float64
+	// Planned is, per function, the clairvoyant plan the oracle follows
+	// (see PlanStep); only the oracle reads it.
+	Planned [][]PlanStep
 }
 
 // Counts summarises one function's containers and queue.
@@ -160,6 +166,14 @@ type InstanceModel interface {
 // names is the order in which reports list the policies: ours last so it
 // reads as the answer to the baselines.
 var names = []string{"atoll", "commercial", "knative", "kraken", "fifer", "isbatch", "cypress", "oracle", "gantry"}
+
+// extras are named policies New accepts that Names does not list: the
+// predictor-fed oracle (gantry's sizing with the trace's expected rate
+// and sampled sizes) that `oracle` was before the clairvoyant one.
+var extras = []string{"oracle-predicted"}
+
+// Extras lists the named policies outside Names.
+func Extras() []string { return append([]string(nil), extras...) }
 
 // Names lists the named policies.
 func Names() []string { return append([]string(nil), names...) }

@@ -9,7 +9,7 @@ import (
 
 // decide combines the proactive target with the reactive rule for one
 // function.
-func (c *core) decide(f int, views []View, window bool, surge float64) Decision {
+func (c *core) decide(f int, now time.Time, views []View, window bool, surge float64) Decision {
 	v := &views[f]
 	var d Decision
 	switch c.p.react {
@@ -27,12 +27,12 @@ func (c *core) decide(f int, views []View, window bool, surge float64) Decision 
 	if !c.targetOK {
 		return d
 	}
-	target := int(math.Ceil(float64(c.fns[f].target) * surge))
+	target := c.heldTarget(f, now, surge)
 	d.Add = max(d.Add, target-v.Live)
-	if window && d.Add == 0 && v.Queued == 0 && v.Live > target {
+	if keep := max(target, c.keptTarget(f)); window && d.Add == 0 && v.Queued == 0 && v.Live > keep {
 		// Idling detection: shed a share of the excess each window so a
 		// brief lull does not throw away containers the next burst needs.
-		excess := v.Live - target
+		excess := v.Live - keep
 		d.Retire = min(v.Idle, int(math.Ceil(float64(excess)*retireShare)))
 	}
 	return d

@@ -12,6 +12,7 @@ var csvHeader = []string{
 	"slo_compliance", "p50_ms", "p95_ms", "p99_ms", "p999_ms",
 	"mean_queue_ms", "mean_cold_start_ms", "mean_exec_ms",
 	"jobs_per_container", "energy_j", "cold_starts", "spawn_failures", "rejected", "avg_running", "avg_idle", "cold_start_prob", "wall_s",
+	"work_floor", "bound",
 }
 
 // WriteCSV writes one row per record, with a header.
@@ -38,5 +39,6 @@ func csvRow(r Record) []string {
 		f(r.SLOCompliance), f(r.P50Ms), f(r.P95Ms), f(r.P99Ms), f(r.P999Ms),
 		f(r.MeanQueueMs), f(r.MeanColdStartMs), f(r.MeanExecMs),
 		f(r.JobsPerContainer), f(r.EnergyJ), i(r.ColdStarts), i(r.SpawnFailures), i(r.Rejected), f(r.AvgRunning), f(r.AvgIdle), f(r.ColdStartProb), f(r.WallS),
+		f(r.WorkFloor), f(r.Bound),
 	}
 }

@@ -27,6 +27,8 @@ type FunctionRecord struct {
 	ContainersSpawned int64   `json:"containers_spawned"`
 	AvgContainers     float64 `json:"avg_containers"`
 	PeakContainers    float64 `json:"peak_containers"`
+	WorkFloor         float64 `json:"work_floor,omitempty"`
+	Bound             float64 `json:"bound,omitempty"`
 	P50Ms             float64 `json:"p50_ms"`
 	P99Ms             float64 `json:"p99_ms"`
 	MeanQueueMs       float64 `json:"mean_queue_ms"`
@@ -48,17 +50,22 @@ type Record struct {
 	ContainersSpawned int64   `json:"containers_spawned"`
 	AvgContainers     float64 `json:"avg_containers"`
 	PeakContainers    float64 `json:"peak_containers"`
-	SLOCompliance     float64 `json:"slo_compliance"`
-	P50Ms             float64 `json:"p50_ms"`
-	P95Ms             float64 `json:"p95_ms"`
-	P99Ms             float64 `json:"p99_ms"`
-	P999Ms            float64 `json:"p999_ms"`
-	MeanQueueMs       float64 `json:"mean_queue_ms"`
-	MeanColdStartMs   float64 `json:"mean_cold_start_ms"`
-	MeanExecMs        float64 `json:"mean_exec_ms"`
-	JobsPerContainer  float64 `json:"jobs_per_container"`
-	EnergyJ           float64 `json:"energy_j"`
-	ColdStarts        int64   `json:"cold_starts"`
+	// WorkFloor is the mean busy cores and Bound the clairvoyant lower
+	// bound on mean live containers at 100% SLO compliance, both over
+	// this run's span (sim.Result); 0 when not computed.
+	WorkFloor        float64 `json:"work_floor"`
+	Bound            float64 `json:"bound"`
+	SLOCompliance    float64 `json:"slo_compliance"`
+	P50Ms            float64 `json:"p50_ms"`
+	P95Ms            float64 `json:"p95_ms"`
+	P99Ms            float64 `json:"p99_ms"`
+	P999Ms           float64 `json:"p999_ms"`
+	MeanQueueMs      float64 `json:"mean_queue_ms"`
+	MeanColdStartMs  float64 `json:"mean_cold_start_ms"`
+	MeanExecMs       float64 `json:"mean_exec_ms"`
+	JobsPerContainer float64 `json:"jobs_per_container"`
+	EnergyJ          float64 `json:"energy_j"`
+	ColdStarts       int64   `json:"cold_starts"`
 	// SpawnFailures counts container starts refused for lack of a free core.
 	SpawnFailures int64 `json:"spawn_failures"`
 	// Rejected counts requests turned away at a full queue, as the live
@@ -83,23 +90,36 @@ type Summary struct {
 	Requests          int64   `json:"requests"`
 	ContainersSpawned int64   `json:"containers_spawned"`
 	AvgContainers     float64 `json:"avg_containers"`
-	SLOCompliance     float64 `json:"slo_compliance"`
-	P50Ms             float64 `json:"p50_ms"`
-	P99Ms             float64 `json:"p99_ms"`
-	JobsPerContainer  float64 `json:"jobs_per_container"`
-	EnergyJ           float64 `json:"energy_j"`
-	ColdStarts        int64   `json:"cold_starts"`
-	Rejected          int64   `json:"rejected"`
-	WallS             float64 `json:"wall_s"`
+	Bound             float64 `json:"bound"`
+	WorkFloor         float64 `json:"work_floor"`
+	// VsBound is AvgContainers over Bound, less one: the headline
+	// distance to the clairvoyant bound (0 without a bound).
+	VsBound          float64 `json:"vs_bound"`
+	SLOCompliance    float64 `json:"slo_compliance"`
+	P50Ms            float64 `json:"p50_ms"`
+	P99Ms            float64 `json:"p99_ms"`
+	JobsPerContainer float64 `json:"jobs_per_container"`
+	EnergyJ          float64 `json:"energy_j"`
+	ColdStarts       int64   `json:"cold_starts"`
+	Rejected         int64   `json:"rejected"`
+	WallS            float64 `json:"wall_s"`
 }
+
+// VsBound is the run's mean live containers over its clairvoyant bound,
+// less one (0.12 is 12% above the bound); 0 when there is no bound.
+func (r Record) VsBound() float64 { return Change(r.AvgContainers, r.Bound) }
+
+// VsFloor is the same against the work floor (the mean busy cores).
+func (r Record) VsFloor() float64 { return Change(r.AvgContainers, r.WorkFloor) }
 
 // Summary projects a Record onto the --json fields.
 func (r Record) Summary() Summary {
 	return Summary{
 		App: r.App, Dist: r.Dist, Trace: r.Trace, Policy: r.Policy,
 		Requests: r.Requests, ContainersSpawned: r.ContainersSpawned,
-		AvgContainers: r.AvgContainers, SLOCompliance: r.SLOCompliance,
-		P50Ms: r.P50Ms, P99Ms: r.P99Ms, JobsPerContainer: r.JobsPerContainer,
+		AvgContainers: r.AvgContainers, Bound: r.Bound, WorkFloor: r.WorkFloor, VsBound: r.VsBound(),
+		SLOCompliance: r.SLOCompliance,
+		P50Ms:         r.P50Ms, P99Ms: r.P99Ms, JobsPerContainer: r.JobsPerContainer,
 		EnergyJ: r.EnergyJ, ColdStarts: r.ColdStarts, Rejected: r.Rejected, WallS: r.WallS,
 	}
 }

@@ -22,12 +22,12 @@ func sampleRecords() []Record {
 	}
 	return []Record{
 		{App: "image-compression", Dist: "heavy", Trace: "poisson", Policy: "atoll", SLOMs: 697,
-			Requests: 1000, ContainersSpawned: 200, AvgContainers: 150.5, PeakContainers: 210,
+			Requests: 1000, ContainersSpawned: 200, AvgContainers: 150.5, PeakContainers: 210, WorkFloor: 70, Bound: 72,
 			SLOCompliance: 0.9999, P50Ms: 300, P95Ms: 450, P99Ms: 520, P999Ms: 600,
 			MeanQueueMs: 1, MeanColdStartMs: 2, MeanExecMs: 300, JobsPerContainer: 5,
 			EnergyJ: 123456, ColdStarts: 3, WallS: 0.5, LatencyCDF: cdf(1)},
 		{App: "image-compression", Dist: "heavy", Trace: "poisson", Policy: "cypress", SLOMs: 697,
-			Requests: 1000, ContainersSpawned: 114, AvgContainers: 90, PeakContainers: 120,
+			Requests: 1000, ContainersSpawned: 114, AvgContainers: 90, PeakContainers: 120, WorkFloor: 70, Bound: 72,
 			SLOCompliance: 0.9997, P50Ms: 320, P95Ms: 480, P99Ms: 560, P999Ms: 650,
 			MeanQueueMs: 20, MeanColdStartMs: 2, MeanExecMs: 300, JobsPerContainer: 8.77,
 			EnergyJ: 100000, ColdStarts: 1, WallS: 0.25, LatencyCDF: cdf(1.1)},
@@ -129,8 +129,8 @@ func TestSummaryJSONHasExactlyTheDocumentedFields(t *testing.T) {
 	if len(top) != 1 || len(top["runs"]) != 3 {
 		t.Fatalf("got %v", top)
 	}
-	want := []string{"app", "avg_containers", "cold_starts", "containers_spawned", "dist", "energy_j",
-		"jobs_per_container", "p50_ms", "p99_ms", "policy", "rejected", "requests", "slo_compliance", "trace", "wall_s"}
+	want := []string{"app", "avg_containers", "bound", "cold_starts", "containers_spawned", "dist", "energy_j",
+		"jobs_per_container", "p50_ms", "p99_ms", "policy", "rejected", "requests", "slo_compliance", "trace", "vs_bound", "wall_s", "work_floor"}
 	var got []string
 	for k := range top["runs"][1] {
 		got = append(got, k)

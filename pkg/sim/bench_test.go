@@ -2,6 +2,7 @@ package sim
 
 import (
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,12 +19,15 @@ func BenchmarkSimulatorThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, pol := range policy.Names() {
+	for _, pol := range append(policy.Names(), "gantry/no-bound") {
 		b.Run(pol, func(b *testing.B) {
 			var reqs int64
 			cpu0 := cpuTime()
+			// gantry/no-bound is gantry without the bound's second pass
+			// over the requests, to show what that pass costs.
+			name, noBound := strings.CutSuffix(pol, "/no-bound")
 			for b.Loop() {
-				res, err := Run(Config{App: paperApp(b, "image-compression"), Dist: dist(b, "medial"), Trace: tr, Policy: pol, Seed: 1})
+				res, err := Run(Config{App: paperApp(b, "image-compression"), Dist: dist(b, "medial"), Trace: tr, Policy: name, Seed: 1, NoBound: noBound})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -125,6 +129,8 @@ func BenchmarkGantryAblations(b *testing.B) {
 				}
 				b.ReportMetric(100*(1-res.SLOCompliance), "miss%")
 				b.ReportMetric(res.AvgContainers, "containers")
+				b.ReportMetric(100*(res.AvgContainers/res.Bound-1), "vs-bound%")
+				b.ReportMetric(float64(res.ContainersSpawned), "spawned")
 			})
 		}
 	}

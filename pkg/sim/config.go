@@ -85,6 +85,10 @@ type Config struct {
 	// results are not dominated by everyone's cold start at time zero.
 	ColdBoot bool
 
+	// NoBound skips computing Result.WorkFloor and Result.Bound (a second
+	// pass over the realised requests).
+	NoBound bool
+
 	// Progress, when set, is called after every window of simulated time.
 	Progress func(simulated, total time.Duration)
 	// OnComplete, when set, is called once per finished request with its

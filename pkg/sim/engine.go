@@ -62,6 +62,10 @@ type engine struct {
 	// inst is the policy's instance model (nil: the engine's default).
 	inst     *policy.Instances
 	spawnSeq uint64
+	// waker is the policy when it asks to plan at instants of its own;
+	// wakeAt is the pending evWake's time (0: none).
+	waker  policy.Waker
+	wakeAt int64
 
 	fns      []fnRuntime
 	cl       *cluster
@@ -71,7 +75,9 @@ type engine struct {
 	freeReqs []int32
 	events   eventHeap
 
-	arrRng, sizeRng, execRng, outRng *rand.Rand
+	arrRng, sizeRng *rand.Rand
+	execRng, outRng *rand.Rand
+	execKey, outKey *keyedSource
 
 	now        int64
 	end        int64 // end of the trace
@@ -97,13 +103,16 @@ func newEngine(ctx context.Context, cfg Config, pol policy.Policy) *engine {
 		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
 	e.needPred = e.order != policy.FIFO || e.detail
 	e.dedicated = pol.Dedicated()
+	if w, ok := pol.(policy.Waker); ok {
+		e.waker = w
+	}
 	if im, ok := pol.(policy.InstanceModel); ok {
 		e.inst = im.Instances()
 	}
 	e.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
 	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
-	e.execRng = rand.New(rand.NewPCG(cfg.Seed, 3))
-	e.outRng = rand.New(rand.NewPCG(cfg.Seed, 4))
+	e.execKey, e.outKey = &keyedSource{}, &keyedSource{}
+	e.execRng, e.outRng = rand.New(e.execKey), rand.New(e.outKey)
 	slos := functionSLOs(cfg.App)
 	var cum int64
 	for i, f := range cfg.App.Chain {
@@ -148,7 +157,7 @@ func (e *engine) run() error {
 	nextProgress := int64(e.cfg.Window)
 	for n := 0; e.events.len() > 0 && e.err == nil; n++ {
 		ev := e.events.pop()
-		if ev.kind == evExpire && e.now >= e.end && e.inFlight == 0 {
+		if (ev.kind == evExpire || ev.kind == evWake) && e.now >= e.end && e.inFlight == 0 {
 			continue // the run is over; keep-alives left pending do not extend it
 		}
 		e.now = ev.at
@@ -166,6 +175,8 @@ func (e *engine) run() error {
 			e.onTick()
 		case evExpire:
 			e.onExpire(ev.id)
+		case evWake:
+			e.onWake()
 		}
 		if e.cfg.Progress != nil && e.now >= nextProgress {
 			e.cfg.Progress(time.Duration(min(e.now, e.end)), time.Duration(e.end))
@@ -329,6 +340,7 @@ func (e *engine) start(id int32, r int32) {
 	}
 	req.queue += wait - cold
 	req.cold += cold
+	e.execKey.reset(e.cfg.Seed, req.id, c.fn, streamExec)
 	req.exec = int64(rt.f.Exec(req.size, e.execRng))
 	req.execSum += req.exec
 	c.state, c.req, c.startAt = csBusy, r, e.now
@@ -443,6 +455,7 @@ func (e *engine) onExpire(fn int32) {
 func (e *engine) advanceRequest(r int32, fn int32) {
 	req := &e.reqs[r]
 	f := &e.fns[fn].f
+	e.outKey.reset(e.cfg.Seed, req.id, fn, streamOutput)
 	out := f.Output(req.size, e.outRng)
 	if err := e.pol.Complete(int(fn), req.size, time.Duration(req.exec), out); err != nil {
 		e.err = fmt.Errorf("%w: app %q function %q produced an unusable sample: %w", ErrBadConfig, e.cfg.App.Name, f.Name, err)

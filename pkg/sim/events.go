@@ -8,6 +8,7 @@ const (
 	evReady                // container id finishes its cold start
 	evTick                 // the policy's planning tick
 	evExpire               // idle container id reaches its keep-alive
+	evWake                 // a Waker policy asked to plan now
 )
 
 type event struct {

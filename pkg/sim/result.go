@@ -31,6 +31,14 @@ type Result struct {
 	AvgIdle       float64       `json:"avg_idle"`
 	ColdStartProb float64       `json:"cold_start_prob"`
 	SLO           time.Duration `json:"slo"`
+	// WorkFloor is the mean busy cores: the total execution time of every
+	// request at every function over this run's simulated span. No policy
+	// holds fewer live containers. Bound is the clairvoyant lower bound on
+	// mean live containers at 100% SLO compliance over the same span
+	// (docs/simulator.md, "The clairvoyant bound"): no policy that meets
+	// every request's SLO holds fewer. Both are 0 under Config.NoBound.
+	WorkFloor float64 `json:"work_floor"`
+	Bound     float64 `json:"bound"`
 	// Latency is end to end, against the app SLO.
 	Latency
 
@@ -59,6 +67,8 @@ type FunctionResult struct {
 	ContainersSpawned int64         `json:"containers_spawned"`
 	AvgContainers     float64       `json:"avg_containers"`
 	PeakContainers    float64       `json:"peak_containers"`
+	WorkFloor         float64       `json:"work_floor"`
+	Bound             float64       `json:"bound"`
 	SLO               time.Duration `json:"slo"`
 	Latency
 	JobsPerContainer float64 `json:"jobs_per_container"`

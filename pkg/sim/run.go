@@ -19,19 +19,42 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
+	wall := time.Now()
 	pol := cfg.Custom
 	if pol == nil {
+		spec := policySpec(&cfg)
+		if cfg.Policy == "oracle" {
+			plan, err := clairvoyantPlan(ctx, &cfg)
+			if err != nil {
+				return Result{}, err
+			}
+			spec.Truth.Planned = plan
+		}
 		var err error
-		if pol, err = policy.New(cfg.Policy, policySpec(&cfg)); err != nil {
+		if pol, err = policy.New(cfg.Policy, spec); err != nil {
 			return Result{}, err
 		}
 	}
-	wall := time.Now()
+	var b Bound
+	if !cfg.NoBound {
+		var err error
+		if b, err = computeBound(ctx, &cfg); err != nil {
+			return Result{}, err
+		}
+	}
 	e := newEngine(ctx, cfg, pol)
 	if err := e.run(); err != nil {
 		return Result{}, err
 	}
 	res := e.result()
+	if !cfg.NoBound && e.now > 0 {
+		res.WorkFloor = b.WorkArea / float64(e.now)
+		res.Bound = b.Area / float64(e.now)
+		for i, f := range b.Functions {
+			res.Functions[i].WorkFloor = f.Work / float64(e.now)
+			res.Functions[i].Bound = f.Area / float64(e.now)
+		}
+	}
 	res.WallSeconds = time.Since(wall).Seconds()
 	return res, nil
 }
@@ -43,7 +66,7 @@ func policySpec(cfg *Config) policy.Spec {
 	spec := policy.Spec{
 		App: cfg.App.Name, AppSLO: cfg.App.SLO,
 		MinSize: cfg.App.MinSize, MaxSize: cfg.App.MaxSize,
-		ColdStart: cfg.ColdStart, Window: cfg.Window, Start: epoch, Seed: cfg.Seed,
+		ColdStart: cfg.ColdStart, Window: cfg.Window, Tick: cfg.Tick, Start: epoch, Seed: cfg.Seed,
 	}
 	for i, f := range cfg.App.Chain {
 		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: f.Name, SLO: slos[i], SizeSensitive: f.SizeSensitive})

@@ -2,8 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
@@ -50,24 +48,7 @@ const prewarmHeadroom = 1.25
 // It is the state a cluster would be in after serving that load; policies
 // then grow or shrink it. Prewarmed containers count as spawned.
 func (e *engine) prewarm() {
-	per := e.cfg.Trace.PerSecond
-	n := min(len(per), int(e.cfg.Window/time.Second))
-	rate := 0.0
-	for _, v := range per[:max(1, n)] {
-		rate += v / float64(max(1, n))
-	}
-	rng := rand.New(rand.NewPCG(e.cfg.Seed, 5))
-	const samples = 2000
-	busy := make([]float64, len(e.fns))
-	for range samples {
-		size := e.cfg.Dist.Sample(rng, e.cfg.App.MinSize, e.cfg.App.MaxSize)
-		for i := range e.fns {
-			busy[i] += float64(e.fns[i].f.ExecMean(size)) / samples
-			size = e.fns[i].f.OutputMean(size)
-		}
-	}
-	for i := range e.fns {
-		want := int(math.Ceil(rate * busy[i] / float64(time.Second) * prewarmHeadroom))
+	for i, want := range prewarmCounts(&e.cfg) {
 		e.spawn(int32(i), want)
 	}
 	for i := range e.ctrs {
@@ -114,6 +95,24 @@ func (e *engine) onTick() {
 	for fn := range e.fns {
 		e.reclaimIdle(int32(fn))
 	}
+	e.plan()
+	if e.err != nil {
+		return
+	}
+	if e.now >= e.end && e.inFlight == 0 {
+		return
+	}
+	if e.now > e.end+int64(maxDrain) {
+		e.err = fmt.Errorf("%w: %d requests still in flight %v after the trace ended", ErrInvariant, e.inFlight, maxDrain)
+		return
+	}
+	e.events.push(e.now+int64(e.cfg.Tick), evTick, 0)
+}
+
+// plan lets the policy decide and applies its decisions; a Waker policy
+// then gets an evWake at the instant it asks for, unless one is pending
+// earlier.
+func (e *engine) plan() {
 	e.fillViews()
 	e.pol.Plan(e.policyTime(e.now), e.views, e.decs)
 	for fn, d := range e.decs {
@@ -125,14 +124,26 @@ func (e *engine) onTick() {
 		e.spawn(int32(fn), d.Add)
 		e.ensureProgress(int32(fn))
 	}
-	if e.now >= e.end && e.inFlight == 0 {
+	if e.waker == nil {
 		return
 	}
-	if e.now > e.end+int64(maxDrain) {
-		e.err = fmt.Errorf("%w: %d requests still in flight %v after the trace ended", ErrInvariant, e.inFlight, maxDrain)
+	if at, ok := e.waker.NextWake(e.policyTime(e.now)); ok {
+		t := int64(at.Sub(epoch))
+		if t > e.now && (e.wakeAt <= e.now || t < e.wakeAt) {
+			e.wakeAt = t
+			e.events.push(t, evWake, 0)
+		}
+	}
+}
+
+// onWake runs a Waker policy's plan at the instant it asked for; a wake
+// superseded by an earlier one is dropped.
+func (e *engine) onWake() {
+	if e.now != e.wakeAt || (e.now >= e.end && e.inFlight == 0) {
 		return
 	}
-	e.events.push(e.now+int64(e.cfg.Tick), evTick, 0)
+	e.wakeAt = 0
+	e.plan()
 }
 
 func (e *engine) reclaimIdle(fn int32) {

@@ -1,0 +1,157 @@
+package bound
+
+import (
+	"container/heap"
+	"slices"
+)
+
+// Step is a change of a plan's live containers: from At on, Live are live.
+type Step struct {
+	At   int64
+	Live int
+}
+
+// Schedule plans a clairvoyant schedule of jobs on containers and returns
+// every job's planned completion (in the order of jobs) and the planned
+// live containers over time. It is a greedy, not an optimum:
+//
+//   - jobs are taken in order of release (ties by deadline);
+//   - a job runs at its release on the idle container that became free last
+//     (so the others stay idle and can be retired);
+//   - with no idle container, it waits for the container that frees first
+//     if it still meets its deadline there;
+//   - otherwise a new container is started exactly one cold start before
+//     the job's release (prewarm containers are idle at time 0);
+//   - a container that would idle longer than a cold start is retired when
+//     it goes idle: starting a fresh one later costs less live time.
+//
+// maxQueue > 0 bounds the jobs waiting at once (released, not started):
+// past it a job gets a new container rather than wait, as a driver with a
+// queue bound would otherwise reject it.
+//
+// A job that cannot meet its deadline even on a new container (its
+// release is within a cold start of time 0 and no warm container is left)
+// runs as early as it can; missed counts them.
+func Schedule(jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, steps []Step, missed int) {
+	order := make([]int32, len(jobs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(x, y int32) int {
+		a, b := &jobs[x], &jobs[y]
+		switch {
+		case a.Release != b.Release:
+			return cmp64(a.Release, b.Release)
+		default:
+			return cmp64(a.Deadline, b.Deadline)
+		}
+	})
+	ends = make([]int64, len(jobs))
+	var (
+		busy  freeHeap // containers running, by when they free
+		idle  []ctr    // idle containers, oldest free first
+		head  int      // idle[:head] have been retired
+		edges []Step   // +1 at a start, -1 at a retirement (Live holds the delta)
+		wait  freeHeap // planned starts of the jobs waiting
+	)
+	retire := func(c ctr) { edges = append(edges, Step{At: c.free, Live: -1}) }
+	for range max(0, prewarm) {
+		idle = append(idle, ctr{free: 0})
+		edges = append(edges, Step{At: 0, Live: +1})
+	}
+	for _, i := range order {
+		j := &jobs[i]
+		for busy.Len() > 0 && busy[0].free <= j.Release {
+			idle = append(idle, heap.Pop(&busy).(ctr))
+		}
+		for head < len(idle) && idle[head].free < j.Release-cold {
+			retire(idle[head])
+			head++
+		}
+		if head > 4096 && head > len(idle)/2 {
+			idle = idle[:copy(idle, idle[head:])]
+			head = 0
+		}
+		for wait.Len() > 0 && wait[0].free <= j.Release {
+			heap.Pop(&wait)
+		}
+		var c ctr
+		start := j.Release
+		switch {
+		case head < len(idle):
+			c = idle[len(idle)-1]
+			idle = idle[:len(idle)-1]
+		case busy.Len() > 0 && busy[0].free+j.Exec <= j.Deadline && (maxQueue <= 0 || wait.Len() < maxQueue):
+			c = heap.Pop(&busy).(ctr)
+			start = c.free
+			heap.Push(&wait, ctr{free: start})
+		default:
+			at := max(0, j.Release-cold)
+			edges = append(edges, Step{At: at, Live: +1})
+			start = max(j.Release, at+cold)
+		}
+		c.free = start + j.Exec
+		if c.free > j.Deadline {
+			missed++
+		}
+		ends[i] = c.free
+		heap.Push(&busy, c)
+	}
+	for _, c := range idle[head:] {
+		retire(c)
+	}
+	for _, c := range busy {
+		retire(c)
+	}
+	slices.SortStableFunc(edges, func(a, b Step) int { return cmp64(a.At, b.At) })
+	live := 0
+	for _, e := range edges {
+		live += e.Live
+		if n := len(steps); n > 0 && steps[n-1].At == e.At {
+			steps[n-1].Live = live
+			continue
+		}
+		steps = append(steps, Step{At: e.At, Live: live})
+	}
+	return ends, steps, missed
+}
+
+// Area is the container-time of a plan's steps up to end.
+func Area(steps []Step, end int64) float64 {
+	var a float64
+	for i, s := range steps {
+		next := end
+		if i+1 < len(steps) {
+			next = min(end, steps[i+1].At)
+		}
+		if next > s.At {
+			a += float64(s.Live) * float64(next-s.At)
+		}
+	}
+	return a
+}
+
+type ctr struct{ free int64 }
+
+type freeHeap []ctr
+
+func (h freeHeap) Len() int           { return len(h) }
+func (h freeHeap) Less(i, j int) bool { return h[i].free < h[j].free }
+func (h freeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *freeHeap) Push(x any)        { *h = append(*h, x.(ctr)) }
+func (h *freeHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func cmp64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
