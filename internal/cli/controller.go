@@ -15,8 +15,9 @@ import (
 )
 
 type controllerFlags struct {
-	kubeconfig string
-	app        rtcontroller.AppConfig
+	kubeconfig      string
+	priorityLimiter bool
+	app             rtcontroller.AppConfig
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
@@ -40,6 +41,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&a.Pool.RealTime, "realtime", def.RealTime, "rtqueue: run workers SCHED_FIFO (needs CAP_SYS_NICE; falls back to nice values)")
 	fs.Float32Var(&a.Options.QPS, "kube-api-qps", 50, "reconcile client: requests per second")
 	fs.IntVar(&a.Options.Burst, "kube-api-burst", 100, "reconcile client: burst")
+	fs.BoolVar(&f.priorityLimiter, "priority-limiter", true, "reconcile client: serve waiting requests highest criticality first (false: client-go's FIFO token bucket, the ablation)")
 	fs.StringVar(&a.HTTPAddress, "http-address", ":8080", "address for /healthz, /readyz and /metrics; empty disables")
 	fs.BoolVar(&a.LeaderElect, "leader-elect", false, "take a Lease before reconciling, so only one replica is active")
 	fs.StringVar(&a.Leader.Namespace, "leader-election-namespace", "gantry-system", "namespace of the Lease")
@@ -50,8 +52,11 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&a.Leader.RetryPeriod, "retry-period", time.Second, "interval between lease attempts")
 }
 
+// validate checks the flags and applies the ones that are not plain
+// fields of the configuration.
 func (f *controllerFlags) validate() error {
 	a := &f.app
+	a.Options.PlainLimiter = !f.priorityLimiter
 	switch {
 	case a.QueueKind != rtcontroller.QueueRT && a.QueueKind != rtcontroller.QueueFIFO:
 		return usagef("--queue must be %q or %q, got %q", rtcontroller.QueueRT, rtcontroller.QueueFIFO, a.QueueKind)

@@ -27,3 +27,15 @@ func TestControllerFlagErrorsAreUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestPriorityLimiterFlagIsTheAblationSwitch(t *testing.T) {
+	for args, plain := range map[string]bool{"": false, "--priority-limiter=false": true, "--priority-limiter": false} {
+		cfg, err := controllerAppConfig(args)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if cfg.Options.PlainLimiter != plain {
+			t.Errorf("%q: PlainLimiter = %v, want %v", args, cfg.Options.PlainLimiter, plain)
+		}
+	}
+}

@@ -37,6 +37,8 @@ func (r *runner) iteration(ctx context.Context, w *world, c Case, rep int) error
 		return err
 	}
 	r.record(w.ctl, c, &sink)
+	r.addParts(w.ctl, c, sink.parts)
+	r.traces.clear()
 	objects := <-churned
 	r.addChurn(w.ctl, c, objects, time.Since(start))
 	r.step++
@@ -121,6 +123,11 @@ func (r *runner) cycle(ctx context.Context, w *world, rep, i int, sink *sampleSi
 		return nil
 	}
 	sink.add(rep, i, t0, seen)
+	if isGantry(w.ctl) {
+		if tr, ok := r.traces.take(w.svcNS, name, gen, 2*time.Second); ok {
+			sink.addParts(breakdown(tr, t0, seen))
+		}
+	}
 	sink.addPatch(t0.Sub(sent))
 	return r.scaleDown(ctx, w, i)
 }
@@ -154,6 +161,12 @@ func (s *sampleSink) add(rep, service int, t0 time.Time, seen [numStages]time.Ti
 		ms := max(0, float64(at.Sub(t0))/float64(time.Millisecond))
 		s.samples = append(s.samples, Sample{Rep: rep, Service: service + 1, Stage: Stage(st), Ms: ms})
 	}
+}
+
+func (s *sampleSink) addParts(p map[string]float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.parts = append(s.parts, p)
 }
 
 // addPatch records the scale patch's own round trip: how slow the

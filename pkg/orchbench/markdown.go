@@ -45,6 +45,7 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.1f | %s | %s |\n", c.Controller, c.Mode, c.Burst, c.Objects, c.PerSecond, fmtMs(pr.P50), fmtMs(pr.P99))
 		}
 	}
+	r.writeBreakdown(&b)
 	if len(plots) > 0 {
 		b.WriteString("\n## Plots\n\n")
 		for _, p := range plots {
@@ -120,4 +121,47 @@ func medianOrDash(xs []float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.0f", Summarize(xs).P50)
+}
+
+// writeBreakdown tabulates where Gantry's scale-ups spent their time: one
+// row per controller and case, the p50 of each part in ms (the JSON has
+// the full distributions).
+func (r *Report) writeBreakdown(b *strings.Builder) {
+	if len(r.Breakdown) == 0 {
+		return
+	}
+	b.WriteString("\n## Where Gantry's scale-ups spent their time (p50 ms per part)\n\n| controller | mode | burst | n |")
+	for _, c := range Components {
+		fmt.Fprintf(b, " %s |", c)
+	}
+	b.WriteString("\n|---|---|---:|---:|" + strings.Repeat("---:|", len(Components)) + "\n")
+	type row struct {
+		ctl, mode string
+		burst     int
+	}
+	var rows []row
+	cells := map[row]map[string]RunStats{}
+	for _, s := range r.Breakdown {
+		k := row{s.Controller, s.Mode, s.Burst}
+		if cells[k] == nil {
+			cells[k] = map[string]RunStats{}
+			rows = append(rows, k)
+		}
+		cells[k][s.Stage] = s
+	}
+	for _, k := range rows {
+		n := 0
+		for _, s := range cells[k] {
+			n = max(n, s.N)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %d |", k.ctl, k.mode, k.burst, n)
+		for _, c := range Components {
+			if s, ok := cells[k][c]; ok {
+				fmt.Fprintf(b, " %s |", fmtMs(s.P50))
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
 }

@@ -32,10 +32,18 @@ const (
 	GantryDeploymentChurn = "gantry-deployment-churn"
 	// GantryNoRT is the SCHED_FIFO ablation: workers keep nice values only.
 	GantryNoRT = "gantry-nort"
+	// GantryNoPrio is the ablation of the client-side priority order: the
+	// reconcile client's rate limiter is client-go's FIFO token bucket.
+	GantryNoPrio = "gantry-noprio"
+	// GantryNoAPF is the ablation of the server side: config/apf's
+	// FlowSchema and priority level are removed for the run, so the
+	// controller's requests fall to the built-in service-accounts schema
+	// (workload-low).
+	GantryNoAPF = "gantry-noapf"
 )
 
 // Controllers lists every controller the benchmark knows, in report order.
-var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5, GantryDeploymentChurn, GantryNoRT}
+var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5, GantryDeploymentChurn, GantryNoRT, GantryNoPrio, GantryNoAPF}
 
 // Modes lists the interference modes.
 var Modes = []string{ModeInterval, ModeContinuous}
@@ -65,6 +73,11 @@ type Options struct {
 	Nodes int
 	// CRDPath is the RTResource CRD installed before the Gantry cases.
 	CRDPath string
+	// ConfigDir holds config/rbac and config/apf, applied before the
+	// Gantry cases: the in-process controller runs as its service account
+	// (impersonated), so RBAC and API Priority and Fairness treat its
+	// requests as they treat a deployed controller's.
+	ConfigDir string
 	// Controller is the Gantry controller's configuration as
 	// `gantry controller` builds it from its flags; each Gantry variant
 	// changes it (queue kind, pool size). Options.Config is filled in.
@@ -97,6 +110,7 @@ func DefaultOptions() Options {
 	return Options{
 		Nodes:          2,
 		CRDPath:        "config/crd/bases/gantry.dev_rtresources.yaml",
+		ConfigDir:      "config",
 		Controllers:    []string{Vanilla, Gantry},
 		Cases:          slices.Clone(PaperCases),
 		Services:       10,
@@ -160,6 +174,8 @@ func (o Options) controllerConfig(name string) rtcontroller.AppConfig {
 		cfg.QueueKind = rtcontroller.QueueFIFO
 	case GantryNoRT:
 		cfg.Pool.RealTime = false
+	case GantryNoPrio:
+		cfg.Options.PlainLimiter = true
 	case Gantry5:
 		// The paper's Table 2: five watchdog threads, no elasticity.
 		cfg.Pool.Min, cfg.Pool.Max = 5, 5

@@ -22,6 +22,7 @@ func tinyOptions(t *testing.T, kubeconfig string) Options {
 	o := DefaultOptions()
 	o.Kubeconfig = kubeconfig
 	o.CRDPath = filepath.Join(filepath.Dir(file), "..", "..", "config", "crd", "bases", "gantry.dev_rtresources.yaml")
+	o.ConfigDir = filepath.Join(filepath.Dir(file), "..", "..", "config")
 	o.Services, o.Repetitions, o.Iteration, o.Gap = 2, 1, 6*time.Second, time.Second
 	o.Cases = []Case{{ModeContinuous, 5}}
 	o.Controller = rtcontroller.AppConfig{
@@ -76,6 +77,18 @@ func TestRunTinyAgainstTheLocalControlPlane(t *testing.T) {
 	for _, red := range doc.Reductions {
 		if _, ok := red["median_reduction"].(float64); !ok {
 			t.Errorf("reduction without a value: %v", red)
+		}
+	}
+	// The controller ran as its service account and traced its scale-ups.
+	parts := map[string]int{}
+	for _, b := range rep.Breakdown {
+		if b.Controller == Gantry {
+			parts[b.Stage] = b.N
+		}
+	}
+	for _, c := range []string{"queue", "mark_apiserver", "mark_to_watch", "create_apiserver", "create_to_watch"} {
+		if parts[c] < 1 {
+			t.Errorf("breakdown has no %s for gantry: %v", c, parts)
 		}
 	}
 	var table bytes.Buffer

@@ -39,7 +39,10 @@ type Report struct {
 	Churn []Churn `json:"churn"`
 	// PatchRTT is the round trip of the scale patches themselves: the
 	// apiserver's latency for the benchmark's own writes under the churn.
-	PatchRTT    []RunStats `json:"patch_rtt"`
+	PatchRTT []RunStats `json:"patch_rtt"`
+	// Breakdown splits Gantry's scale-ups into Components (the Stage field
+	// names the component), from the controller's reconcile traces.
+	Breakdown   []RunStats `json:"breakdown"`
 	Interrupted bool       `json:"interrupted,omitempty"`
 
 	Options Options  `json:"-"`
@@ -114,6 +117,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, c := range r.Churn {
 			pr := r.patchRTT(c.Controller, c.Mode, c.Burst)
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n", c.Controller, c.Mode, c.Burst, c.Objects, c.PerSecond, pr.P50, pr.P99)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(r.Breakdown) > 0 {
+		fmt.Fprintln(w, "\nwhere Gantry's scale-ups spent their time (p50 / p99 ms per part, from the controller's traces):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "controller\tmode\tburst\tpart\tn\tp50 ms\tp99 ms\tmean ms\t")
+		for _, s := range r.Breakdown {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%.1f\t%.1f\t%.1f\t\n", s.Controller, s.Mode, s.Burst, s.Stage, s.N, s.P50, s.P99, s.Mean)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -48,6 +48,10 @@ type runner struct {
 	patches map[churnKey][]float64
 	started time.Time
 	step    int
+	// traces collects the in-process controller's reconcile traces;
+	// parts holds their breakdown per controller and case.
+	traces *traceStore
+	parts  map[churnKey]map[string][]float64
 }
 
 type missKey struct {
@@ -62,7 +66,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{}, started: time.Now()}
+	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{}, started: time.Now(),
+		traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
 	stop, err := r.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -79,6 +84,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep := newReport(opts, r.samples, r.missed)
 	rep.Churn = r.churnList()
 	rep.PatchRTT = r.patchList()
+	rep.Breakdown = r.breakdownList()
 	rep.Interrupted = ctx.Err() != nil
 	return rep, nil
 }
@@ -121,6 +127,10 @@ func (r *runner) connect(ctx context.Context) (func(), error) {
 		if err := installCRD(ctx, r.cfg, r.opts.CRDPath); err != nil {
 			stop()
 			return nil, err
+		}
+		if err := installIdentity(ctx, r.cfg, r.opts.ConfigDir); err != nil {
+			stop()
+			return nil, fmt.Errorf("install the controller's RBAC and APF objects: %w", err)
 		}
 	}
 	return stop, nil
@@ -171,7 +181,18 @@ func (r *runner) runController(ctx context.Context, ctl string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var ctlDone chan error
+	if ctl == GantryNoAPF {
+		if err := removeAPF(ctx, r.cfg); err != nil {
+			return err
+		}
+		defer func() {
+			if err := installIdentity(context.WithoutCancel(ctx), r.cfg, r.opts.ConfigDir); err != nil {
+				r.logf("reinstalling the APF objects: %v", err)
+			}
+		}()
+	}
 	if isGantry(ctl) {
+		r.logf("%s: the controller's requests match FlowSchema %q", ctl, flowSchemaOf(ctx, r.cfg))
 		ctlDone = r.startGantry(ctx, ctl)
 	}
 	w, err := r.setupWorld(ctx, ctl)
@@ -203,7 +224,8 @@ func (r *runner) runController(ctx context.Context, ctl string) error {
 // every namespace so the interfering RTResources load it too.
 func (r *runner) startGantry(ctx context.Context, ctl string) chan error {
 	cfg := r.opts.controllerConfig(ctl)
-	cfg.Options.Config = rest.CopyConfig(r.cfg)
+	cfg.Options.Config = asController(r.cfg)
+	cfg.Options.Trace = r.traces.add
 	cfg.Options.Namespace = ""
 	cfg.HTTPAddress = ""
 	cfg.LeaderElect = false
@@ -370,10 +392,43 @@ func (r *runner) rngFor(c Case, rep, service int) *rand.Rand {
 
 // sampleSink collects one iteration's samples from the service goroutines.
 type sampleSink struct {
-	patch   []float64 // the scale patches' round trips, ms
+	parts   []map[string]float64 // Gantry: each scale-up's breakdown
+	patch   []float64            // the scale patches' round trips, ms
 	mu      sync.Mutex
 	samples []Sample
 	missed  [numStages]int
+}
+
+// addParts records one scale-up's breakdown.
+func (r *runner) addParts(ctl string, c Case, parts []map[string]float64) {
+	k := churnKey{ctl, c}
+	if r.parts[k] == nil {
+		r.parts[k] = map[string][]float64{}
+	}
+	for _, p := range parts {
+		for name, v := range p {
+			r.parts[k][name] = append(r.parts[k][name], v)
+		}
+	}
+}
+
+// breakdownList summarises the breakdowns in report order.
+func (r *runner) breakdownList() []RunStats {
+	out := []RunStats{}
+	for _, c := range r.opts.Cases {
+		for _, ctl := range r.opts.Controllers {
+			parts, ok := r.parts[churnKey{ctl, c}]
+			if !ok {
+				continue
+			}
+			for _, name := range Components {
+				if xs := parts[name]; len(xs) > 0 {
+					out = append(out, RunStats{Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: name, Summary: Summarize(xs)})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // patchList summarises the scale patches' round trips in report order.

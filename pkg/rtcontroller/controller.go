@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
@@ -56,6 +58,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Component names the controller in Events.
 	Component string
+	// PlainLimiter replaces the PriorityLimiter of the reconcile client
+	// with client-go's token bucket at the same QPS and burst: the
+	// ablation of the client-side priority order.
+	PlainLimiter bool
+	// Trace, if set, receives a ReconcileTrace for every reconcile that
+	// starts a new generation: where its time went. It is called on the
+	// worker, so it must be quick.
+	Trace func(ReconcileTrace)
 }
 
 // Controller reconciles RTResources.
@@ -63,7 +73,8 @@ type Controller struct {
 	opts    Options
 	kube    kubernetes.Interface // reconcile writes, priority-limited
 	rts     *RTClients           // reconcile writes, priority-limited
-	limiter *PriorityLimiter
+	limiter flowcontrol.RateLimiter
+	seen    seenGenerations // when each key's generation arrived, for Trace
 
 	rtInformer  cache.SharedIndexInformer
 	podFactory  informers.SharedInformerFactory
@@ -130,9 +141,15 @@ func withDefaults(o Options) Options {
 }
 
 func (c *Controller) buildClients(scheme *runtime.Scheme) error {
-	c.limiter = NewPriorityLimiter(c.opts.QPS, c.opts.Burst, c.opts.Clock)
+	if c.opts.PlainLimiter {
+		c.limiter = flowcontrol.NewTokenBucketRateLimiterWithClock(c.opts.QPS, c.opts.Burst, c.opts.Clock)
+	} else {
+		c.limiter = NewPriorityLimiter(c.opts.QPS, c.opts.Burst, c.opts.Clock)
+	}
 	prio := rest.CopyConfig(c.opts.Config)
-	prio.RateLimiter = c.limiter
+	// Both wrappers only time requests whose context asks for it (Trace).
+	prio.RateLimiter = timedLimiter{c.limiter}
+	prio.Wrap(func(next http.RoundTripper) http.RoundTripper { return timedTransport{next} })
 	kube, err := kubernetes.NewForConfig(prio)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)

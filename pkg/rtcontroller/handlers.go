@@ -15,6 +15,7 @@ func (c *Controller) rtHandlers() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if rt, ok := obj.(*gantryv1.RTResource); ok {
+				c.noteGeneration(rt)
 				c.enqueue(rt)
 			}
 		},
@@ -22,6 +23,7 @@ func (c *Controller) rtHandlers() cache.ResourceEventHandler {
 			old, ok1 := oldObj.(*gantryv1.RTResource)
 			rt, ok2 := newObj.(*gantryv1.RTResource)
 			if ok1 && ok2 && specRelevantChange(old, rt) {
+				c.noteGeneration(rt)
 				c.enqueue(rt)
 			}
 		},
@@ -31,6 +33,9 @@ func (c *Controller) rtHandlers() cache.ResourceEventHandler {
 				return
 			}
 			c.expect.forget(ownerOf(rt))
+			if c.opts.Trace != nil {
+				c.seen.forget(Key{Namespace: rt.Namespace, Name: rt.Name})
+			}
 			c.enqueue(rt)
 		},
 	}
@@ -119,6 +124,14 @@ func podOwner(pod *corev1.Pod) (ownerKey, bool) {
 		return ownerKey{}, false
 	}
 	return ownerKey{Namespace: pod.Namespace, Name: ref.Name, UID: ref.UID}, true
+}
+
+// noteGeneration remembers when a generation not yet observed arrived,
+// for the trace of the reconcile that marks it.
+func (c *Controller) noteGeneration(rt *gantryv1.RTResource) {
+	if c.opts.Trace != nil && rt.Generation != rt.Status.ObservedGeneration {
+		c.seen.record(Key{Namespace: rt.Namespace, Name: rt.Name}, rt.Generation)
+	}
 }
 
 func (c *Controller) enqueue(rt *gantryv1.RTResource) {

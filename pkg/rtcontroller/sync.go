@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -38,8 +39,17 @@ func (c *Controller) reconcile(ctx context.Context, key Key) error {
 		return err // shutting down: leave the key to the next leader
 	}
 	start := c.clock.Now()
+	var tracer *reconcileTracer
+	if c.opts.Trace != nil {
+		tracer = &reconcileTracer{tr: ReconcileTrace{Start: time.Now()}}
+		ctx = context.WithValue(ctx, tracerKey{}, tracer)
+	}
 	outcome, err := c.sync(ctx, key)
 	c.metrics.duration.Observe(c.clock.Since(start).Seconds())
+	if tracer != nil && tracer.marked {
+		tracer.tr.End = time.Now()
+		c.opts.Trace(tracer.tr)
+	}
 	switch {
 	case apierrors.IsConflict(err):
 		// The cache had not yet seen our last write; the retry will.
@@ -76,7 +86,7 @@ func (c *Controller) sync(ctx context.Context, key Key) (string, error) {
 	pods, strays := claim(owned, sel)
 	if rt.Status.ObservedGeneration != rt.Generation {
 		mark := markProcessing(rt, pods, hash, sel.String(), crit, c.clock.Now())
-		if rt, err = c.writeStatus(ctx, rt, mark); err != nil {
+		if rt, err = c.writeMark(ctx, key, rt, mark, crit); err != nil {
 			return outcomeError, err
 		}
 	}
@@ -161,6 +171,29 @@ func (c *Controller) ownedPods(rt *gantryv1.RTResource) ([]*corev1.Pod, error) {
 	return pods, nil
 }
 
+// writeMark writes the processing mark, traced when a Trace is set.
+func (c *Controller) writeMark(ctx context.Context, key Key, rt *gantryv1.RTResource, mark gantryv1.RTResourceStatus, crit int32) (*gantryv1.RTResource, error) {
+	tracer := tracerFrom(ctx)
+	if tracer == nil {
+		return c.writeStatus(ctx, rt, mark)
+	}
+	gen := rt.Generation
+	var out *gantryv1.RTResource
+	ct, err := timeCall(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = c.writeStatus(ctx, rt, mark)
+		return err
+	})
+	if err == nil {
+		tracer.mu.Lock()
+		tracer.marked = true
+		tracer.tr.Namespace, tracer.tr.Name, tracer.tr.Criticality, tracer.tr.Generation = key.Namespace, key.Name, crit, gen
+		tracer.tr.Seen, tracer.tr.Mark = c.seen.take(key, gen), ct
+		tracer.mu.Unlock()
+	}
+	return out, err
+}
+
 // writeStatus updates the status subresource if it changed and returns the
 // object as stored.
 func (c *Controller) writeStatus(ctx context.Context, rt *gantryv1.RTResource, st gantryv1.RTResourceStatus) (*gantryv1.RTResource, error) {
@@ -218,7 +251,13 @@ func (c *Controller) createPods(ctx context.Context, rt *gantryv1.RTResource, n 
 
 func (c *Controller) createPod(ctx context.Context, rt *gantryv1.RTResource, hash string) error {
 	pod := newPod(rt, hash)
-	created, err := c.kube.CoreV1().Pods(rt.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	var created *corev1.Pod
+	ct, err := timeCall(ctx, func(ctx context.Context) error {
+		var err error
+		created, err = c.kube.CoreV1().Pods(rt.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
+	tracerFrom(ctx).create(ct)
 	if err != nil {
 		c.expect.creationObserved(ownerOf(rt))
 		c.metrics.podOps.WithLabelValues("create", "error").Inc()
@@ -257,12 +296,20 @@ func (c *Controller) deletePod(ctx context.Context, rt *gantryv1.RTResource, pod
 	}
 }
 
-// parallel runs f(0..n-1) concurrently and returns the errors.
+// parallel runs f(0..n-1) concurrently and returns the errors. f(0) runs
+// on the calling goroutine: under the rtqueue engine that is the worker's
+// locked, real-time thread, so a critical reconcile's single create,
+// delete or adoption (and the first of any batch) is issued at the
+// worker's SCHED_FIFO priority, not from a goroutine the Go scheduler puts
+// on an ordinary thread.
 func parallel(n int, f func(i int) error) []error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := 1; i < n; i++ {
 		wg.Go(func() { errs[i] = f(i) })
+	}
+	if n > 0 {
+		errs[0] = f(0)
 	}
 	wg.Wait()
 	return errs

@@ -115,7 +115,9 @@ func TestEveryQueueRunsExactlyItsWorkers(t *testing.T) {
 			for i := range 20 {
 				e.add(key{id: uint64(i)})
 			}
-			for i := range 3 {
+			// more critical items than workers, so a reserve worker that
+			// starts after the general ones still finds one
+			for i := range workers + 1 {
 				e.add(key{critical: true, id: uint64(i)})
 			}
 			waited := make(chan struct{})
