@@ -46,12 +46,15 @@ bench:
 bench-queue: build
 	./bin/gantry bench queue --duration 5s --workers 5,20
 
-# Gateway overhead beside the OpenFaaS gateway (docs/benchmarks.md); builds
-# the pinned OpenFaaS gateway into $(GANTRY_CACHE) once.
+# Gateway overhead beside the OpenFaaS gateway (docs/benchmarks.md), then
+# 5000 requests/s sustained through the gateway with the generator, gateway
+# and instance in three processes (docs/platform.md); builds the pinned
+# OpenFaaS gateway into $(GANTRY_CACHE) once.
 .PHONY: bench-gateway
 bench-gateway: build
 	./hack/build-openfaas.sh >/dev/null
 	./bin/gantry bench gateway --out out/bench-gateway
+	./bin/gantry bench gateway --sustain 5000 --duration 60s --gomaxprocs 2 --out out/bench-gateway-sustain
 
 # PREEMPT-FaaS RQ1 on the local control plane, Gantry beside vanilla
 # Kubernetes (docs/benchmarks.md); QUICK=1 runs --quick (under 4 minutes).
