@@ -45,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newFnCmd(),
 		newServeCmd(),
 		newUpCmd(),
+		newNodeCmd(),
 	)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	wrapArgErrors(root)

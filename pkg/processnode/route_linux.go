@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"syscall"
 	"time"
 )
 
@@ -23,7 +24,11 @@ func delLocalRoute(prefix netip.Prefix) error {
 func ipRoute(verb string, prefix netip.Prefix) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "ip", "route", verb, "local", prefix.String(), "dev", "lo").CombinedOutput()
+	cmd := exec.CommandContext(ctx, "ip", "route", verb, "local", prefix.String(), "dev", "lo")
+	// Its own process group: a terminal's Ctrl-C, which stops the node,
+	// must not also kill the command that removes the route.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ip route %s local %s dev lo: %w: %s", verb, prefix, err, out)
 	}

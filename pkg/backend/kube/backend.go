@@ -56,6 +56,10 @@ type Options struct {
 	Resync time.Duration
 	// OnClose is what Close does to the cluster objects.
 	OnClose CloseAction
+	// NodeSelector, when set, is every function pod's nodeSelector: for
+	// a cluster whose nodes cannot all serve, such as process nodes
+	// (type=process) beside kwok's.
+	NodeSelector map[string]string
 	// Sweep is how often pending starts and stopped instances are checked
 	// against their deadlines (default 1 s, or ReadyTimeout/4 if shorter).
 	Sweep  time.Duration
@@ -143,9 +147,10 @@ func New(cfg *rest.Config, namespace string, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt.nodeSelector = opts.NodeSelector
 	kinds := map[string]workload{
 		stack.KindRTResource: rt,
-		stack.KindDeployment: &deploymentWorkload{kube: kube, ns: namespace},
+		stack.KindDeployment: &deploymentWorkload{kube: kube, ns: namespace, nodeSelector: opts.NodeSelector},
 	}
 	return newBackend(kube, kinds, namespace, opts)
 }

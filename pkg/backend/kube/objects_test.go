@@ -1,12 +1,15 @@
 package kube
 
 import (
+	"context"
+	"maps"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/stack"
@@ -109,5 +112,22 @@ func assertSelects(t *testing.T, sel *metav1.LabelSelector, podLabels map[string
 	}
 	if s.Empty() || !s.Matches(labels.Set(podLabels)) {
 		t.Errorf("selector %v does not select pod labels %v", s, podLabels)
+	}
+}
+
+// Options.NodeSelector reaches the pod template of either kind.
+func TestNodeSelectorReachesThePodTemplate(t *testing.T) {
+	kc := fake.NewClientset()
+	sel := map[string]string{"type": "process"}
+	w := &deploymentWorkload{kube: kc, ns: "ns", nodeSelector: sel}
+	if err := w.apply(context.Background(), testFunction(), 8080, 1); err != nil {
+		t.Fatal(err)
+	}
+	d, err := kc.AppsV1().Deployments("ns").Get(context.Background(), "resize", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Spec.NodeSelector; !maps.Equal(got, sel) {
+		t.Errorf("nodeSelector %v, want %v", got, sel)
 	}
 }

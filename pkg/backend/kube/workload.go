@@ -90,10 +90,11 @@ func mergeMeta(dst *metav1.ObjectMeta, src metav1.ObjectMeta) {
 // docs/platform-kubernetes.md. Deleting first is still the better order:
 // lowering the count first would lose the newest pod every time.)
 type rtWorkload struct {
-	kube kubernetes.Interface
-	rts  *gentype.ClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList]
-	rest rest.Interface
-	ns   string
+	kube         kubernetes.Interface
+	rts          *gentype.ClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList]
+	rest         rest.Interface
+	ns           string
+	nodeSelector map[string]string
 }
 
 func newRTWorkload(cfg *rest.Config, kube kubernetes.Interface, ns string) (*rtWorkload, error) {
@@ -146,6 +147,7 @@ func newRTRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 
 func (w *rtWorkload) apply(ctx context.Context, f stack.Function, port, replicas int32) error {
 	want := newRTResource(f, w.ns, port, replicas)
+	want.Spec.Template.Spec.NodeSelector = maps.Clone(w.nodeSelector)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := w.rts.Get(ctx, f.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -201,12 +203,14 @@ func (w *rtWorkload) retire(ctx context.Context, pod string, _ bool) error {
 // instance's pod is marked cheapest and the replica count lowered; the
 // pod keeps serving its current requests until the controller deletes it.
 type deploymentWorkload struct {
-	kube kubernetes.Interface
-	ns   string
+	kube         kubernetes.Interface
+	ns           string
+	nodeSelector map[string]string
 }
 
 func (w *deploymentWorkload) apply(ctx context.Context, f stack.Function, port, replicas int32) error {
 	want := newDeployment(f, w.ns, port, replicas)
+	want.Spec.Template.Spec.NodeSelector = maps.Clone(w.nodeSelector)
 	deps := w.kube.AppsV1().Deployments(w.ns)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := deps.Get(ctx, f.Name, metav1.GetOptions{})
