@@ -135,8 +135,12 @@ func chainHeader(res *result, _ stack.Function) http.Header {
 	return h
 }
 
-// readBody reads the whole body within the limit. A declared length is
-// read into a buffer of exactly that size (bounded first); an unknown one
+// exactRead is the largest declared body read into a buffer of exactly its
+// size, allocated up front.
+const exactRead = 64 << 10
+
+// readBody reads the whole body within the limit. A small declared length
+// is read into a buffer of exactly that size; a larger or unknown one
 // grows as it comes.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *failure) {
 	if r.ContentLength > g.cfg.MaxBody {
@@ -145,10 +149,13 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fai
 	}
 	var body []byte
 	var err error
-	if r.ContentLength >= 0 {
+	if r.ContentLength >= 0 && r.ContentLength <= exactRead {
 		body = make([]byte, r.ContentLength)
 		_, err = io.ReadFull(r.Body, body)
 	} else {
+		// A large declared length is not allocated before its bytes come:
+		// a client could otherwise make the gateway hold MaxBody for every
+		// connection it opens and never send.
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBody))
 	}
 	if err != nil {

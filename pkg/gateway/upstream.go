@@ -184,13 +184,14 @@ func readBounded(body io.ReadCloser, n, limit int64) ([]byte, error) {
 	if n > limit {
 		return nil, fmt.Errorf("%w of %d bytes (declared %d)", errTooLarge, limit, n)
 	}
-	if n >= 0 {
+	if n >= 0 && n <= exactRead {
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(body, buf); err != nil {
 			return nil, err
 		}
 		return buf, nil
 	}
+	// Unknown or large: grow as the bytes come, never to more than limit.
 	buf, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
 		return nil, err

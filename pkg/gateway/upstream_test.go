@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -210,5 +212,39 @@ func TestUpstreamSweepDropsStaleConnections(t *testing.T) {
 	u.sweep(time.Now().Add(2 * u.idleTimeout))
 	if u.nIdle != 0 {
 		t.Fatalf("%d idle past the idle timeout", u.nIdle)
+	}
+}
+
+// A body declared large is not allocated before its bytes arrive, on
+// either side of the gateway; bodies past the exact-read size still come
+// through whole.
+func TestDeclaredLengthIsNotAllocatedUpFront(t *testing.T) {
+	g := New(Config{Dispatcher: nil, MaxBody: 64 << 20})
+	defer g.Close()
+	// As the server's body reader ends a body shorter than declared.
+	short := io.MultiReader(strings.NewReader("only ten b"), iotest.ErrReader(io.ErrUnexpectedEOF))
+	req := httptest.NewRequest(http.MethodPost, "/function/f", short)
+	req.ContentLength = 32 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, fail := g.readBody(httptest.NewRecorder(), req)
+	runtime.ReadMemStats(&after)
+	if fail == nil || fail.status != http.StatusBadRequest {
+		t.Fatalf("a body shorter than declared: %v, want 400", fail)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Fatalf("reading 10 bytes of a body declared 32 MiB allocated %d bytes", grew)
+	}
+	big := bytes.Repeat([]byte("b"), exactRead*3+7)
+	req = httptest.NewRequest(http.MethodPost, "/function/f", bytes.NewReader(big))
+	got, fail := g.readBody(httptest.NewRecorder(), req)
+	if fail != nil || !bytes.Equal(got, big) {
+		t.Fatalf("a %d-byte body: %v, %d bytes back", len(big), fail, len(got))
+	}
+	s, _ := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(big) }))
+	resp, err := g.up.do(context.Background(), upReq(s, "GET", "/", "", ""), time.Now().Add(5*time.Second), 1<<20)
+	if err != nil || !bytes.Equal(resp.body, big) {
+		t.Fatalf("a %d-byte answer: %v", len(big), err)
 	}
 }
