@@ -37,6 +37,9 @@ type RunQueue[T any] struct {
 	// late holds the requests LeastSlack found unable to meet their
 	// deadline, keyed by Enq; they run only when main is empty.
 	late runHeap[T]
+	// aside lists the late requests in the order they were set aside, so
+	// that OrderedFirst lists the first of them without scanning late.
+	aside asideLog[T]
 	// scratch is Ordered's sorting buffer, kept so that the planning tick
 	// of a driver does not allocate; idx is OrderedFirst's.
 	scratch []slot[T]
@@ -100,12 +103,14 @@ func (q *RunQueue[T]) Pop(now int64) (v T, e Entry, ok bool) {
 		s := q.main.pop()
 		if q.order == LeastSlack && now+s.Pred > s.Deadline {
 			q.late.push(s.Enq, s.Entry, s.v)
+			q.aside.add(slot[T]{key: s.Enq, seq: q.late.seq, Entry: s.Entry, v: s.v})
 			continue
 		}
 		return s.v, s.Entry, true
 	}
 	if len(q.late.s) > 0 {
 		s := q.late.pop()
+		q.aside.remove(s.seq)
 		return s.v, s.Entry, true
 	}
 	return v, e, false
@@ -197,25 +202,81 @@ func (q *RunQueue[T]) firstSetAside(dst []Queued[T], r int) []Queued[T] {
 	if r <= 0 {
 		return dst
 	}
-	h := q.late.s
-	// A max-heap by seq of the r earliest seen so far.
-	later := func(a, b int32) bool { return h[a].seq > h[b].seq }
-	top := q.idx[:0]
-	for i := range h {
-		switch {
-		case len(top) < r:
-			top = pushIdx(top, int32(i), later)
-		case h[i].seq < h[top[0]].seq:
-			top[0] = int32(i)
-			downIdx(top, 0, later)
+	l := &q.aside
+	for i := l.head; i < len(l.s) && r > 0; i++ {
+		if !l.gone[i] {
+			dst = append(dst, Queued[T]{Entry: l.s[i].Entry, Value: l.s[i].v})
+			r--
 		}
 	}
-	slices.SortFunc(top, func(a, b int32) int { return cmp.Compare(h[a].seq, h[b].seq) })
-	for _, i := range top {
-		dst = append(dst, Queued[T]{Entry: h[i].Entry, Value: h[i].v})
-	}
-	q.idx = top[:0]
 	return dst
+}
+
+// asideLog holds the set-aside requests in the order they were set aside
+// (their seq in the late heap, which counts up by one per push), with the
+// ones that have left marked gone: listing the first r costs O(r) plus the
+// gone ones among them, where a scan of the late heap cost O(L) per
+// planning tick, the step that grew with an overloaded backlog.
+type asideLog[T any] struct {
+	s    []slot[T]
+	gone []bool
+	head int
+	base uint64 // seq of s[0]
+}
+
+// add logs x, just pushed into the late heap.
+func (l *asideLog[T]) add(x slot[T]) {
+	if len(l.s) == 0 {
+		l.base, l.head = x.seq, 0
+	}
+	l.s = append(l.s, x)
+	l.gone = append(l.gone, false)
+}
+
+// remove marks the request with late-heap sequence seq gone.
+func (l *asideLog[T]) remove(seq uint64) {
+	l.gone[seq-l.base] = true
+	for l.head < len(l.s) && l.gone[l.head] {
+		l.s[l.head] = slot[T]{} // let a pointer T be collected
+		l.head++
+	}
+	switch {
+	case l.head == len(l.s):
+		l.s, l.gone, l.head = l.s[:0], l.gone[:0], 0
+	case l.head > 1024 && l.head > len(l.s)/2:
+		n := copy(l.s, l.s[l.head:])
+		copy(l.gone, l.gone[l.head:])
+		clear(l.s[n:])
+		l.s, l.gone = l.s[:n], l.gone[:n]
+		l.base += uint64(l.head)
+		l.head = 0
+	}
+}
+
+// rebuild logs the slots of the late heap afresh (after RemoveFunc); last
+// is the late heap's newest sequence, so that the next add lands at its
+// own place even when the newest ones were removed.
+func (l *asideLog[T]) rebuild(h []slot[T], last uint64) {
+	sorted := append([]slot[T](nil), h...)
+	slices.SortFunc(sorted, cmpSeq[T])
+	clear(l.s)
+	l.s, l.gone, l.head = l.s[:0], l.gone[:0], 0
+	if len(sorted) == 0 {
+		return
+	}
+	l.base = sorted[0].seq
+	for _, x := range sorted {
+		for uint64(len(l.s)) < x.seq-l.base {
+			l.s = append(l.s, slot[T]{})
+			l.gone = append(l.gone, true)
+		}
+		l.s = append(l.s, x)
+		l.gone = append(l.gone, false)
+	}
+	for uint64(len(l.s)) < last-l.base+1 {
+		l.s = append(l.s, slot[T]{})
+		l.gone = append(l.gone, true)
+	}
 }
 
 // pushIdx, popIdx and downIdx keep a binary heap of indices under less.
@@ -279,7 +340,12 @@ func cmpSeq[T any](a, b slot[T]) int { return cmp.Compare(a.seq, b.seq) }
 // returns how many. It calls drop once per queued request and costs O(n);
 // the gateway uses it when a client cancels.
 func (q *RunQueue[T]) RemoveFunc(drop func(T) bool) int {
-	return q.main.removeFunc(drop) + q.late.removeFunc(drop)
+	n := q.main.removeFunc(drop)
+	if m := q.late.removeFunc(drop); m > 0 {
+		q.aside.rebuild(q.late.s, q.late.seq)
+		n += m
+	}
+	return n
 }
 
 // slot is one queued request inside a heap.

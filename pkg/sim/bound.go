@@ -59,19 +59,14 @@ func realize(ctx context.Context, cfg *Config, visit func(id, arrival int64, exe
 }
 
 // computeBound streams the realised requests into one bound accumulator
-// per function. A request's job at function f may start once it has run
+// per function, without running the engine (a test checks that the
+// engine's own accumulation, fed as requests arrive, agrees). A request's job at function f may start once it has run
 // at every function before f (no earlier than its arrival plus their
 // execution times) and must end early enough for the functions after f
 // to finish within the app SLO.
 func computeBound(ctx context.Context, cfg *Config) (Bound, error) {
+	accs := newBoundAccs(cfg)
 	slo := int64(cfg.App.SLO)
-	horizon := cfg.Trace.Duration() + cfg.App.SLO + time.Second
-	slos := functionSLOs(cfg.App)
-	warm := prewarmCounts(cfg)
-	accs := make([]*bound.Acc, len(cfg.App.Chain))
-	for f := range accs {
-		accs[f] = bound.New(cfg.ColdStart, horizon, slos[f], warm[f])
-	}
 	err := realize(ctx, cfg, func(_, arrival int64, exec []int64) {
 		var before, total int64
 		for _, p := range exec {
@@ -86,6 +81,24 @@ func computeBound(ctx context.Context, cfg *Config) (Bound, error) {
 	if err != nil {
 		return Bound{}, err
 	}
+	return boundOf(accs), nil
+}
+
+// newBoundAccs is one bound accumulator per function of the run. The
+// engine feeds them as requests arrive (drawChain); computeBound replays
+// the requests without the engine, and the two must agree.
+func newBoundAccs(cfg *Config) []*bound.Acc {
+	horizon := cfg.Trace.Duration() + cfg.App.SLO + time.Second
+	slos := functionSLOs(cfg.App)
+	warm := prewarmCounts(cfg)
+	accs := make([]*bound.Acc, len(cfg.App.Chain))
+	for f := range accs {
+		accs[f] = bound.New(cfg.ColdStart, horizon, slos[f], warm[f])
+	}
+	return accs
+}
+
+func boundOf(accs []*bound.Acc) Bound {
 	var b Bound
 	for _, a := range accs {
 		r := a.Result()
@@ -93,7 +106,7 @@ func computeBound(ctx context.Context, cfg *Config) (Bound, error) {
 		b.WorkArea += r.Work
 		b.Area += r.Area
 	}
-	return b, nil
+	return b
 }
 
 // clairvoyantPlan is the constructive oracle's plan: per function, the

@@ -95,3 +95,29 @@ func TestEveryPolicyFacesTheSameWork(t *testing.T) {
 		}
 	}
 }
+
+// The engine accumulates the bound as requests arrive; replaying the
+// requests without the engine gives the same bound, so the engine's
+// draws are the realised requests.
+func TestTheEnginesBoundEqualsTheReplayedOne(t *testing.T) {
+	app, _ := workload.Lookup("audio-translation")
+	dist, _ := workload.LookupDist("medial")
+	tr, _ := trace.Generate("twitter", 80, time.Minute, 3)
+	cfg := Config{App: app, Dist: dist, Trace: tr, Policy: "gantry", Seed: 3}
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.applyDefaults()
+	b, err := computeBound(t.Context(), &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	span := res.SimulatedSeconds * 1e9
+	if got, want := res.Bound, b.Area/span; got != want {
+		t.Errorf("engine bound %.9g, replayed %.9g", got, want)
+	}
+	if got, want := res.WorkFloor, b.WorkArea/span; got != want {
+		t.Errorf("engine floor %.9g, replayed %.9g", got, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"gantry.dev/gantry/pkg/bound"
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/workload"
 )
@@ -78,6 +79,14 @@ type engine struct {
 	arrRng, sizeRng *rand.Rand
 	execRng, outRng *rand.Rand
 	execKey, outKey *keyedSource
+	// chainExec and chainOut hold, at r*len(fns)+f, request r's execution
+	// time and output size at function f, drawn when it arrives (keyed,
+	// so the draw's moment does not matter).
+	chainExec []int64
+	chainOut  []float64
+	// accs, when set, accumulate the clairvoyant bound per function as
+	// requests arrive (see computeBound).
+	accs []*bound.Acc
 
 	now        int64
 	end        int64 // end of the trace
@@ -241,8 +250,37 @@ func (e *engine) onArrival() {
 		return
 	}
 	e.arrivals++
+	e.drawChain(r)
 	e.countInFlight(1)
 	e.enqueue(0, r)
+}
+
+// drawChain draws request r's execution time and output size at every
+// function of the chain, and feeds the bound its jobs: the same draws and
+// jobs as realize and computeBound.
+func (e *engine) drawChain(r int32) {
+	req := &e.reqs[r]
+	n := len(e.fns)
+	execs, outs := e.chainExec[int(r)*n:int(r+1)*n], e.chainOut[int(r)*n:int(r+1)*n]
+	size := req.size
+	var total int64
+	for f := range e.fns {
+		fn := &e.fns[f].f
+		e.execKey.reset(e.cfg.Seed, req.id, int32(f), streamExec)
+		execs[f] = int64(fn.Exec(size, e.execRng))
+		e.outKey.reset(e.cfg.Seed, req.id, int32(f), streamOutput)
+		size = fn.Output(size, e.outRng)
+		outs[f] = size
+		total += execs[f]
+	}
+	if e.accs == nil {
+		return
+	}
+	var before int64
+	for f, p := range execs {
+		e.accs[f].Add(bound.Job{Release: req.arrival + before, Deadline: req.arrival + int64(e.cfg.App.SLO) - (total - before - p), Exec: p})
+		before += p
+	}
 }
 
 func (e *engine) newRequest() int32 {
@@ -253,6 +291,10 @@ func (e *engine) newRequest() int32 {
 		return r
 	}
 	e.reqs = append(e.reqs, request{})
+	for range e.fns {
+		e.chainExec = append(e.chainExec, 0)
+		e.chainOut = append(e.chainOut, 0)
+	}
 	return int32(len(e.reqs) - 1)
 }
 
@@ -340,8 +382,7 @@ func (e *engine) start(id int32, r int32) {
 	}
 	req.queue += wait - cold
 	req.cold += cold
-	e.execKey.reset(e.cfg.Seed, req.id, c.fn, streamExec)
-	req.exec = int64(rt.f.Exec(req.size, e.execRng))
+	req.exec = e.chainExec[int(r)*len(e.fns)+int(c.fn)]
 	req.execSum += req.exec
 	c.state, c.req, c.startAt = csBusy, r, e.now
 	rt.m.advance(e.now)
@@ -455,8 +496,7 @@ func (e *engine) onExpire(fn int32) {
 func (e *engine) advanceRequest(r int32, fn int32) {
 	req := &e.reqs[r]
 	f := &e.fns[fn].f
-	e.outKey.reset(e.cfg.Seed, req.id, fn, streamOutput)
-	out := f.Output(req.size, e.outRng)
+	out := e.chainOut[int(r)*len(e.fns)+int(fn)]
 	if err := e.pol.Complete(int(fn), req.size, time.Duration(req.exec), out); err != nil {
 		e.err = fmt.Errorf("%w: app %q function %q produced an unusable sample: %w", ErrBadConfig, e.cfg.App.Name, f.Name, err)
 		return

@@ -35,19 +35,16 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	var b Bound
-	if !cfg.NoBound {
-		var err error
-		if b, err = computeBound(ctx, &cfg); err != nil {
-			return Result{}, err
-		}
-	}
 	e := newEngine(ctx, cfg, pol)
+	if !cfg.NoBound {
+		e.accs = newBoundAccs(&cfg)
+	}
 	if err := e.run(); err != nil {
 		return Result{}, err
 	}
 	res := e.result()
 	if !cfg.NoBound && e.now > 0 {
+		b := boundOf(e.accs)
 		res.WorkFloor = b.WorkArea / float64(e.now)
 		res.Bound = b.Area / float64(e.now)
 		for i, f := range b.Functions {
