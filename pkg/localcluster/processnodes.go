@@ -111,15 +111,10 @@ func (c *Cluster) startProcessNodes(ctx context.Context) error {
 	return nil
 }
 
-// ProcessNodeDirs are the process nodes' working folders, in node order:
-// each holds pods/<namespace>_<name>_<uid>/ with the containers' logs.
-func (c *Cluster) ProcessNodeDirs() []string {
-	var out []string
-	for _, n := range c.pnodes {
-		out = append(out, n.Dir())
-	}
-	return out
-}
+// ProcessNodes are the running process nodes, in node order. Each one's
+// Dir holds pods/<namespace>_<name>_<uid>/ with the containers' logs; its
+// Routed says whether the EndpointSlice controller can publish its pods.
+func (c *Cluster) ProcessNodes() []*processnode.Node { return slices.Clone(c.pnodes) }
 
 // stopProcessNodes stops the process nodes and their pods, before the rest
 // of the cluster, so no pod outlives it.

@@ -43,6 +43,9 @@ const (
 	program     = "e2e-instance"
 )
 
+// self is the test binary, the instances' program.
+var self string
+
 // port is the instances' port: one free on every address, since a process
 // listening on a wildcard address would hold it on every pod address too.
 var port int32
@@ -51,7 +54,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(instanceEnv) != "" {
 		os.Exit(instanceMain())
 	}
-	self, err := os.Executable()
+	var err error
+	self, err = os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -109,7 +113,6 @@ type env struct {
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
 	ns   string
-	dirs []string // the process nodes' folders
 }
 
 func setup(t *testing.T) *env {
@@ -125,7 +128,12 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{cfg: cfg, kube: kc, dyn: dyn, dirs: c.ProcessNodeDirs(),
+	for _, n := range c.ProcessNodes() {
+		if !n.Routed() {
+			t.Skipf("process node %s has loopback pod addresses (%s), which EndpointSlices refuse: this process may not add a local route for 198.18.0.0/15 (needs CAP_NET_ADMIN and iproute2)", n.Name(), n.Addresses())
+		}
+	}
+	e := &env{cfg: cfg, kube: kc, dyn: dyn,
 		ns: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))}
 	if len(e.ns) > 40 {
 		e.ns = e.ns[:40]
