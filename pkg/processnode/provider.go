@@ -77,7 +77,10 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	}
 	if old, ok := p.pods[key]; ok {
 		p.mu.Unlock()
-		if old.pod.UID == pod.UID {
+		old.mu.Lock()
+		same := old.pod.UID == pod.UID
+		old.mu.Unlock()
+		if same {
 			return nil
 		}
 		return fmt.Errorf("processnode: pod %s: a previous pod of that name is still stopping", key)
@@ -86,11 +89,14 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 		conds:  map[corev1.PodConditionType]corev1.PodCondition{},
 		stopCh: make(chan struct{}), killCh: make(chan struct{}), gone: make(chan struct{}),
 		dir: filepath.Join(p.cfg.Dir, "pods", fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))}
+	// The pod is visible (GetPod) while it is prepared; its lock keeps
+	// readers out until its address and containers are set.
+	r.mu.Lock()
 	p.pods[key] = r
 	p.wg.Add(1)
 	p.mu.Unlock()
-
 	r.refused = p.prepare(r)
+	r.mu.Unlock()
 	if r.refused != "" {
 		p.cfg.Logger.Warn("pod refused", "pod", key, "reason", r.refused)
 	}
@@ -104,7 +110,7 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 }
 
 // prepare checks the pod, gives it an address and a folder and builds its
-// containers; it returns why the pod cannot run, or "".
+// containers; it returns why the pod cannot run, or "". Call with r.mu held.
 func (p *Provider) prepare(r *podRun) string {
 	pod := r.pod
 	switch {
@@ -144,9 +150,7 @@ func (p *Provider) prepare(r *podRun) string {
 			Started: ptrBool(false)}
 		cs = append(cs, c)
 	}
-	r.mu.Lock()
 	r.cs = cs
-	r.mu.Unlock()
 	return ""
 }
 

@@ -301,6 +301,26 @@ func TestConcurrentPodsGetDistinctAddresses(t *testing.T) {
 	const n = 12
 	tn := newTestNode(t, n)
 	var wg sync.WaitGroup
+	// Readers (the pod controller's GetPod and GetPods) run throughout.
+	stopReading := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 4 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stopReading:
+					return
+				default:
+				}
+				pods, _ := tn.p.GetPods(context.Background())
+				for _, p := range pods {
+					_, _ = tn.p.GetPod(context.Background(), p.Namespace, p.Name)
+				}
+				_ = tn.p.UpdatePod(context.Background(), servePod("c0"))
+			}
+		})
+	}
+	defer func() { close(stopReading); readers.Wait() }()
 	for i := range n {
 		wg.Go(func() { tn.create(t, servePod("c"+strconv.Itoa(i), corev1.EnvVar{Name: "TERM_DELAY", Value: "10ms"})) })
 	}
