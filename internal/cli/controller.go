@@ -41,6 +41,8 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&a.Pool.RealTime, "realtime", def.RealTime, "rtqueue: run workers SCHED_FIFO (needs CAP_SYS_NICE; falls back to nice values)")
 	fs.Float32Var(&a.Options.QPS, "kube-api-qps", 50, "reconcile client: requests per second")
 	fs.IntVar(&a.Options.Burst, "kube-api-burst", 100, "reconcile client: burst")
+	fs.Float32Var(&a.Options.CriticalQPS, "critical-kube-api-qps", 50, "reconcile client: requests per second reserved for critical keys (at or above --critical-from) when the shared bucket is empty; 0 disables the reserve")
+	fs.IntVar(&a.Options.CriticalBurst, "critical-kube-api-burst", 50, "reconcile client: burst of the critical reserve")
 	fs.BoolVar(&f.priorityLimiter, "priority-limiter", true, "reconcile client: serve waiting requests highest criticality first (false: client-go's FIFO token bucket, the ablation)")
 	fs.StringVar(&a.HTTPAddress, "http-address", ":8080", "address for /healthz, /readyz and /metrics; empty disables")
 	fs.BoolVar(&a.LeaderElect, "leader-elect", false, "take a Lease before reconciling, so only one replica is active")
@@ -64,6 +66,8 @@ func (f *controllerFlags) validate() error {
 		return usagef("--fifo-workers must be at least 1, got %d", a.FIFOWorkers)
 	case a.Options.QPS <= 0 || a.Options.Burst < 1:
 		return usagef("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", a.Options.QPS, a.Options.Burst)
+	case a.Options.CriticalQPS < 0 || a.Options.CriticalBurst < 1:
+		return usagef("--critical-kube-api-qps must be at least 0 and --critical-kube-api-burst positive, got %v and %d", a.Options.CriticalQPS, a.Options.CriticalBurst)
 	case a.Validate() != nil:
 		return usagef("bad worker pool or criticality flags: %v", a.Validate())
 	case a.LeaderElect && !(a.Leader.RetryPeriod < a.Leader.RenewDeadline && a.Leader.RenewDeadline < a.Leader.LeaseDuration):

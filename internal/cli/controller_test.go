@@ -14,6 +14,7 @@ func TestControllerFlagErrorsAreUsageErrors(t *testing.T) {
 		"min above max":          {"--min-workers=30", "--max-workers=20"},
 		"reserve floor above 99": {"--reserve-floor=150"},
 		"reserve takes the pool": {"--min-workers=2", "--reserve-workers=2"},
+		"negative critical qps":  {"--critical-kube-api-qps=-1"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

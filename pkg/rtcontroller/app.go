@@ -76,6 +76,9 @@ func RunApp(ctx context.Context, cfg AppConfig) error {
 	}
 	opts := cfg.Options
 	opts.Engine, opts.Registerer = engine, reg
+	if opts.CriticalFloor == 0 {
+		opts.CriticalFloor = cfg.criticalFloor()
+	}
 	c, err := New(opts)
 	if err != nil {
 		return err
@@ -116,4 +119,16 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return fmt.Errorf("http server: %w", err)
+}
+
+// criticalFloor is the lowest criticality the client's critical reserve
+// serves: the start of the critical band, as for the engine's reserve.
+func (cfg AppConfig) criticalFloor() int {
+	if cfg.Critical != (rtqueue.CriticalBand{}) {
+		return cfg.Critical.From
+	}
+	if cfg.Pool.ReserveFloor > 0 {
+		return cfg.Pool.ReserveFloor
+	}
+	return rtqueue.DefaultCriticalBand().From
 }

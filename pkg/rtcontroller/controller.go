@@ -58,6 +58,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Component names the controller in Events.
 	Component string
+	// CriticalQPS and CriticalBurst size the PriorityLimiter's critical
+	// reserve: requests at criticality CriticalFloor and above draw on it
+	// when the shared bucket is empty (see WithCriticalReserve). 0 QPS
+	// means no reserve.
+	CriticalQPS   float32
+	CriticalBurst int
+	CriticalFloor int
 	// PlainLimiter replaces the PriorityLimiter of the reconcile client
 	// with client-go's token bucket at the same QPS and burst: the
 	// ablation of the client-side priority order.
@@ -144,7 +151,8 @@ func (c *Controller) buildClients(scheme *runtime.Scheme) error {
 	if c.opts.PlainLimiter {
 		c.limiter = flowcontrol.NewTokenBucketRateLimiterWithClock(c.opts.QPS, c.opts.Burst, c.opts.Clock)
 	} else {
-		c.limiter = NewPriorityLimiter(c.opts.QPS, c.opts.Burst, c.opts.Clock)
+		c.limiter = NewPriorityLimiter(c.opts.QPS, c.opts.Burst, c.opts.Clock).
+			WithCriticalReserve(c.opts.CriticalFloor, c.opts.CriticalQPS, c.opts.CriticalBurst)
 	}
 	prio := rest.CopyConfig(c.opts.Config)
 	// Both wrappers only time requests whose context asks for it (Trace).

@@ -52,6 +52,14 @@ type PriorityLimiter struct {
 	seq     uint64
 	armed   bool // a refill timer is pending
 	stopped bool
+
+	// The critical reserve (WithCriticalReserve): a second bucket that
+	// only requests at priority >= resFloor draw on, when the shared one
+	// is empty. resInterval 0 means none.
+	resFloor    int
+	resInterval time.Duration
+	resCapacity time.Duration
+	resCredit   time.Duration
 }
 
 var _ flowcontrol.RateLimiter = (*PriorityLimiter)(nil)
@@ -71,6 +79,33 @@ func NewPriorityLimiter(qps float32, burst int, c clock.Clock) *PriorityLimiter 
 		clock: c, qps: qps, interval: interval, capacity: capacity,
 		credit: capacity, last: c.Now(), stop: make(chan struct{}),
 	}
+}
+
+// WithCriticalReserve gives requests at priority floor and above a bucket
+// of their own, qps refilled and burst deep, which they draw on when the
+// shared bucket is empty. Without it a critical request waits at most for
+// the next shared token, but under churn that saturates the client every
+// token is taken as it comes, so each critical request still waits about
+// 1/qps, and several in a row wait in turn; with it they go at once while
+// the reserve lasts. The reserve adds at most qps to what the client sends
+// the apiserver. Call it before the limiter is used.
+func (l *PriorityLimiter) WithCriticalReserve(floor int, qps float32, burst int) *PriorityLimiter {
+	if qps <= 0 {
+		return l
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resFloor = floor
+	l.resInterval = max(time.Duration(float64(time.Second)/float64(qps)), 1)
+	l.resCapacity = time.Duration(max(burst, 1)) * l.resInterval
+	l.resCredit = l.resCapacity
+	return l
+}
+
+// reserveForLocked reports whether a request at priority p may take a
+// reserve token now.
+func (l *PriorityLimiter) reserveForLocked(p int) bool {
+	return l.resInterval > 0 && p >= l.resFloor && l.resCredit >= l.resInterval
 }
 
 type waiter struct {
@@ -94,7 +129,14 @@ func (l *PriorityLimiter) Wait(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	w := &waiter{priority: PriorityFrom(ctx), seq: l.seq, granted: make(chan struct{})}
+	prio := PriorityFrom(ctx)
+	if l.reserveForLocked(prio) && (len(l.waiters) == 0 || l.waiters[0].priority < prio) {
+		// No waiting request outranks this one: it may use the reserve.
+		l.resCredit -= l.resInterval
+		l.mu.Unlock()
+		return nil
+	}
+	w := &waiter{priority: prio, seq: l.seq, granted: make(chan struct{})}
 	l.seq++
 	heap.Push(&l.waiters, w)
 	l.armLocked()
@@ -170,9 +212,13 @@ func (l *PriorityLimiter) waiting() int {
 // owed to them, so a late timer does not lower the rate below qps.
 func (l *PriorityLimiter) refillLocked() {
 	now := l.clock.Now()
-	l.credit += max(now.Sub(l.last), 0)
+	elapsed := max(now.Sub(l.last), 0)
+	l.credit += elapsed
 	l.last = now
 	l.capLocked()
+	if l.resInterval > 0 {
+		l.resCredit = min(l.resCapacity, l.resCredit+elapsed)
+	}
 }
 
 func (l *PriorityLimiter) capLocked() {
@@ -187,7 +233,11 @@ func (l *PriorityLimiter) armLocked() {
 		return
 	}
 	l.armed = true
-	t := l.clock.NewTimer(max(l.interval-l.credit, 0))
+	delay := max(l.interval-l.credit, 0)
+	if l.resInterval > 0 && l.waiters[0].priority >= l.resFloor {
+		delay = min(delay, max(l.resInterval-l.resCredit, 0))
+	}
+	t := l.clock.NewTimer(delay)
 	go func() {
 		select {
 		case <-t.C():
@@ -207,10 +257,20 @@ func (l *PriorityLimiter) dispatch() {
 		return
 	}
 	l.refillLocked()
-	for l.credit >= l.interval && len(l.waiters) > 0 {
-		w := heap.Pop(&l.waiters).(*waiter)
-		l.credit -= l.interval
-		close(w.granted)
+	for len(l.waiters) > 0 {
+		// A critical waiter takes a reserve token first, so the shared one
+		// is left for the next waiter.
+		switch {
+		case l.reserveForLocked(l.waiters[0].priority):
+			l.resCredit -= l.resInterval
+		case l.credit >= l.interval:
+			l.credit -= l.interval
+		default:
+			l.capLocked()
+			l.armLocked()
+			return
+		}
+		close(heap.Pop(&l.waiters).(*waiter).granted)
 	}
 	l.capLocked()
 	l.armLocked()

@@ -139,3 +139,82 @@ func TestPriorityLimiterLateTimerKeepsRate(t *testing.T) {
 		t.Fatal("credit left over after serving the owed requests")
 	}
 }
+
+// TestCriticalReserveLetsCriticalRequestsThroughAnEmptyBucket: with the
+// shared bucket drained by background traffic, a critical request still
+// goes at once while the reserve lasts, a background one waits, and once
+// the reserve is spent critical requests wait for tokens again (the
+// reserve bounds what they add).
+func TestCriticalReserveLetsCriticalRequestsThroughAnEmptyBucket(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	l := NewPriorityLimiter(10, 1, clk).WithCriticalReserve(50, 10, 2)
+	defer l.Stop()
+	if !l.TryAccept() {
+		t.Fatal("full bucket refused a request")
+	}
+	bg := startWaiters(t, l, 1) // waits for the shared bucket
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(WithPriority(context.Background(), 90), 5*time.Second)
+		if err := l.Wait(ctx); err != nil {
+			t.Fatalf("critical request %d waited on an empty shared bucket: %v", i, err)
+		}
+		cancel()
+	}
+	crit := startWaiters2(t, l, 90) // the reserve is spent: it queues
+	if l.waiting() != 2 {
+		t.Fatalf("%d waiting, want the background and the third critical request", l.waiting())
+	}
+	waitFor(t, clk.HasWaiters)
+	clk.Step(100 * time.Millisecond) // one shared and one reserve token
+	var got []int
+	for _, ch := range []<-chan int{crit, bg} {
+		select {
+		case p := <-ch:
+			got = append(got, p)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("granted %v; want the critical request from the reserve and the background one from the shared bucket", got)
+		}
+	}
+}
+
+// startWaiters2 is startWaiters for a limiter that already has waiters.
+func startWaiters2(t *testing.T, l *PriorityLimiter, p int) <-chan int {
+	t.Helper()
+	before := l.waiting()
+	granted := make(chan int, 1)
+	go func() {
+		if err := l.Wait(WithPriority(context.Background(), p)); err == nil {
+			granted <- p
+		}
+	}()
+	waitFor(t, func() bool { return l.waiting() == before+1 })
+	return granted
+}
+
+// TestWithoutReserveCriticalRequestsWaitForTheSharedBucket is the same
+// start without the reserve: the critical request queues.
+func TestWithoutReserveCriticalRequestsWaitForTheSharedBucket(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	l := NewPriorityLimiter(10, 1, clk)
+	defer l.Stop()
+	l.TryAccept()
+	ctx, cancel := context.WithTimeout(WithPriority(context.Background(), 90), 50*time.Millisecond)
+	defer cancel()
+	if err := l.Wait(ctx); err == nil {
+		t.Fatal("a critical request went through an empty bucket without a reserve")
+	}
+}
+
+// TestReserveIsOnlyForCriticalRequests: a request below the floor never
+// draws on the reserve.
+func TestReserveIsOnlyForCriticalRequests(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	l := NewPriorityLimiter(10, 1, clk).WithCriticalReserve(50, 10, 5)
+	defer l.Stop()
+	l.TryAccept()
+	ctx, cancel := context.WithTimeout(WithPriority(context.Background(), 49), 50*time.Millisecond)
+	defer cancel()
+	if err := l.Wait(ctx); err == nil {
+		t.Fatal("a request below the floor took a reserve token")
+	}
+}
