@@ -358,7 +358,8 @@ func (n *Node) nodeSpec(port, maxPods int) corev1.Node {
 // out its grace period in the API. The UID precondition spares a new pod
 // of the same name.
 func (n *Node) removePod(pod *corev1.Pod) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Bounded tightly: a node stopping waits for this.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := n.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: new(int64), Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})

@@ -114,7 +114,10 @@ func runProbe(ctx context.Context, p *corev1.Probe, t probeTarget) error {
 	case h.Exec != nil:
 		cmd := exec.CommandContext(ctx, h.Exec.Command[0], h.Exec.Command[1:]...)
 		cmd.Env, cmd.Dir = t.env, t.dir
-		cmd.SysProcAttr = processAttr()
+		// A group of its own, so the timeout kills what it started; no
+		// parent-death signal, which would tie it to this goroutine's
+		// thread (the probe is bounded by its timeout anyway).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { signalGroup(cmd.Process.Pid, syscall.SIGKILL); return nil }
 		cmd.WaitDelay = time.Second
 		if out, err := cmd.CombinedOutput(); err != nil {

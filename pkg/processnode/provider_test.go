@@ -388,3 +388,34 @@ func TestCloseStopsEveryPodWithinASecond(t *testing.T) {
 		t.Errorf("the node's shutdown removed pod objects %v; only deletions should", tn.removed)
 	}
 }
+
+// An exec readiness probe runs in the pod's folder with its environment; a
+// tcpSocket liveness probe that passes leaves the program alone.
+func TestExecAndTCPProbes(t *testing.T) {
+	tn := newTestNode(t, 2)
+	pod := servePod("exec")
+	c := &pod.Spec.Containers[0]
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", `test -f ready && test "$HOSTNAME" = exec`}}},
+		PeriodSeconds: 1, FailureThreshold: 1,
+	}
+	c.LivenessProbe = &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1,
+	}
+	tn.create(t, pod)
+	p := tn.waitFor(t, "exec", "running", 10*time.Second, func(p *corev1.Pod) bool {
+		return p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	time.Sleep(1500 * time.Millisecond)
+	if p = tn.last("exec"); podReady(p) {
+		t.Fatal("ready before the exec probe could pass")
+	}
+	if err := os.WriteFile(filepath.Join(filepathOf(tn, "exec"), "ready"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = tn.waitFor(t, "exec", "ready", 10*time.Second, podReady)
+	if n := p.Status.ContainerStatuses[0].RestartCount; n != 0 {
+		t.Errorf("a passing liveness probe restarted the program %d times", n)
+	}
+}
