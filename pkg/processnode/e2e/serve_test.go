@@ -33,9 +33,10 @@ var rtGVR = schema.GroupVersionResource{Group: gantryv1.GroupName, Version: "v1a
 // deployed as an RTResource with its criticality, its pods processes on
 // the process node, requests through the gateway to the endpoints the
 // EndpointSlice controller publishes; the autoscaler scales it up under
-// load and back down after; a pod killed (SIGKILL) and another deleted
-// mid-request lose nothing: every request gets an answer, a failed one an
-// error status, and with one retry every request succeeds.
+// load and back down after, without failing a request sent meanwhile; a
+// pod killed (SIGKILL) and another deleted mid-request lose nothing: every
+// request gets an answer, a failed one an error status, and with one retry
+// every request succeeds.
 func TestServeThroughKubernetes(t *testing.T) {
 	e := setup(t)
 	e.installCRD(t)
@@ -197,7 +198,28 @@ func TestServeThroughKubernetes(t *testing.T) {
 	// Scale down: idle for the idle timeout, back to the minimum. The
 	// gantry policy holds its panic mode for 20 s after a burst, so this
 	// takes about that long.
+	// A trickle of requests (one every 500 ms) runs through it: the
+	// instances being stopped must not lose one.
 	idle := time.Now()
+	var trickleSent, trickleFailed atomic.Int64
+	stopTrickle := make(chan struct{})
+	wg.Go(func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stopTrickle:
+				return
+			case <-tick.C:
+			}
+			trickleSent.Add(1)
+			body := fmt.Sprintf("down-%d", i)
+			if code, got, err := call(url, body); err != nil || code != http.StatusOK || !strings.HasSuffix(got, ":"+body) {
+				trickleFailed.Add(1)
+				t.Errorf("request during the scale-down: %d %q %v", code, got, err)
+			}
+		}
+	})
 	e.eventually(t, "the RTResource back at 1 replica with one pod", func(ctx context.Context) (bool, error) {
 		rt, err := e.dyn.Resource(rtGVR).Namespace(e.ns).Get(ctx, "echo", metav1.GetOptions{})
 		if err != nil {
@@ -207,7 +229,10 @@ func TestServeThroughKubernetes(t *testing.T) {
 		pods, err := e.readyPods(ctx, kube.LabelFunction+"=echo")
 		return r == 1 && len(pods) == 1, err
 	})
-	t.Logf("scale-down: back to one pod %v after the load stopped", time.Since(idle).Round(time.Millisecond))
+	close(stopTrickle)
+	wg.Wait()
+	t.Logf("scale-down: back to one pod %v after the load stopped; %d requests during it, %d failed",
+		time.Since(idle).Round(time.Millisecond), trickleSent.Load(), trickleFailed.Load())
 	if code, body, err := call(url, "after"); err != nil || code != http.StatusOK {
 		t.Errorf("request after the scale-down: %d %q %v", code, body, err)
 	}
