@@ -282,7 +282,8 @@ func TestWriteTableHasOneLinePerRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 4 || !strings.Contains(lines[2], "cypress") || !strings.Contains(lines[2], "99.97%") {
+	if len(lines) != 4 || !strings.Contains(lines[2], "cypress") || !strings.Contains(lines[2], "99.97%") ||
+		!strings.Contains(lines[2], "+25.0%") || !strings.Contains(lines[2], "+28.6%") {
 		t.Errorf("table:\n%s", buf.String())
 	}
 }
