@@ -82,6 +82,13 @@ type core struct {
 	packer batch.Packer
 	items  []batch.Item
 	rng    *rand.Rand // synthetic arrival times; seeded from Spec.Seed
+
+	// coldStart is the cold start the Reactive and Look-Ahead Scalers plan
+	// a new container with: Spec.ColdStart until the driver measures one
+	// (SetColdStart, hooks.go).
+	coldStart time.Duration
+	// instant is what LookAhead and Plan decided at the latest instant.
+	instant sameInstant
 }
 
 func newCore(name string, p parts, spec Spec) (*core, error) {
@@ -89,7 +96,9 @@ func newCore(name string, p parts, spec Spec) (*core, error) {
 		return nil, err
 	}
 	c := &core{name: name, p: p, spec: spec, fns: make([]fnState, len(spec.Functions)),
-		rng: rand.New(rand.NewPCG(spec.Seed, 0x73747265616d))}
+		rng:       rand.New(rand.NewPCG(spec.Seed, 0x73747265616d)),
+		coldStart: min(spec.ColdStart, MaxColdStart),
+		instant:   sameInstant{expect: make([]int, len(spec.Functions)), added: make([]int, len(spec.Functions))}}
 	for i, f := range spec.Functions {
 		c.fns[i] = fnState{spec: f, exec: profile.NewFitter(profile.DefaultMinSamples),
 			out: profile.NewFitter(profile.DefaultMinSamples), execScale: 1}

@@ -11,7 +11,8 @@ import (
 // Plan runs the scalers: at each window boundary the proactive scaler
 // re-sizes every function for the predicted load and idling detection
 // trims excess; at every tick the reactive (and look-ahead) scaler adds
-// containers for requests that would otherwise wait too long.
+// containers for requests that would otherwise wait too long. It does not
+// start again what a LookAhead at the same instant started (hooks.go).
 func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	if !c.started {
 		c.started = true
@@ -31,9 +32,11 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 		c.resize(now)
 	}
 	surge := c.surge(now)
+	c.instant.begin(now, views)
 	for f := range c.fns {
 		out[f] = c.decide(f, now, views, window, surge)
 	}
+	c.instant.record(out[:len(c.fns)])
 }
 
 func (c *core) refreshModels() {

@@ -8,7 +8,8 @@ import (
 )
 
 // decide combines the proactive target with the reactive rule for one
-// function.
+// function. Containers an earlier call at this instant started that the
+// view does not show (sameInstant) are not started again.
 func (c *core) decide(f int, now time.Time, views []View, window bool, surge float64) Decision {
 	v := &views[f]
 	var d Decision
@@ -18,13 +19,15 @@ func (c *core) decide(f int, now time.Time, views []View, window bool, surge flo
 	case reactBottleneck:
 		d.Add = c.bottleneck(f, v)
 	case reactOverload:
-		if c.p.lookAhead && f > 0 {
+		if c.hasLookAhead() && f > 0 {
 			d.Add = c.lookAhead(f, views)
 		} else {
 			d.Add = c.overload(f, v)
 		}
 	}
+	credit := c.instant.credit(f, v)
 	if !c.targetOK {
+		d.Add = max(0, d.Add-credit)
 		return d
 	}
 	target := c.heldTarget(f, now, surge)
@@ -35,6 +38,7 @@ func (c *core) decide(f int, now time.Time, views []View, window bool, surge flo
 		excess := v.Live - keep
 		d.Retire = min(v.Idle, int(math.Ceil(float64(excess)*retireShare)))
 	}
+	d.Add = max(0, d.Add-credit)
 	return d
 }
 
@@ -58,7 +62,7 @@ func (c *core) overload(f int, v *View) int {
 	if len(v.Queue) == 0 {
 		return 0
 	}
-	c.packer.Reset(v.Free, c.spec.ColdStart, len(v.Queue))
+	c.packer.Reset(v.Free, c.coldStart, len(v.Queue))
 	for _, it := range v.Queue {
 		c.packer.Place(c.lateItem(it.Exec, c.fns[f].spec.SLO-it.Waited))
 	}
@@ -68,7 +72,7 @@ func (c *core) overload(f int, v *View) int {
 // lateItem is a request that must finish within deadline; waiting up to a
 // cold start is accepted because a new container could not start it sooner.
 func (c *core) lateItem(exec, deadline time.Duration) batch.Item {
-	return batch.Item{Exec: exec, Deadline: max(deadline, c.spec.ColdStart+exec)}
+	return batch.Item{Exec: exec, Deadline: max(deadline, c.coldStart+exec)}
 }
 
 // lookAhead is Cypress's Look-Ahead Scaler for a downstream function f: it
@@ -92,7 +96,7 @@ func (c *core) lookAhead(f int, views []View) int {
 	if len(c.items) == 0 {
 		return 0
 	}
-	c.packer.Reset(views[f].Free, c.spec.ColdStart, len(c.items))
+	c.packer.Reset(views[f].Free, c.coldStart, len(c.items))
 	for _, it := range c.items {
 		c.packer.Place(it)
 	}
