@@ -97,7 +97,7 @@ func newCore(name string, p parts, spec Spec) (*core, error) {
 	}
 	c := &core{name: name, p: p, spec: spec, fns: make([]fnState, len(spec.Functions)),
 		rng:       rand.New(rand.NewPCG(spec.Seed, 0x73747265616d)),
-		coldStart: min(spec.ColdStart, MaxColdStart),
+		coldStart: spec.ColdStart,
 		instant:   sameInstant{expect: make([]int, len(spec.Functions)), added: make([]int, len(spec.Functions))}}
 	for i, f := range spec.Functions {
 		c.fns[i] = fnState{spec: f, exec: profile.NewFitter(profile.DefaultMinSamples),

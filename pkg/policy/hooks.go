@@ -7,14 +7,16 @@ import "time"
 // both; knative, oracle and Fixed have neither, since none of them plans
 // with a cold start or scales a chain ahead of its requests.
 
-// MaxColdStart bounds the cold start a policy plans with. A start that
+// MaxColdStart bounds a measured cold start (SetColdStart). A start that
 // takes longer is a stuck start, not a cold start: the Kubernetes backend
 // fails a start after 5 minutes (its default ReadyTimeout). Planning with
 // a larger value would let every request wait that long behind busy
 // containers before the Reactive and Look-Ahead Scalers start one, since
 // a new container "could not serve it sooner"; one bad measurement would
 // stall scaling up. The bound also keeps the deadline arithmetic (cold
-// start plus execution time) far from overflowing.
+// start plus execution time) far from overflowing. The declared cold
+// start, Spec.ColdStart, is the driver's to bound (the simulator allows
+// an hour) and is planned with as it is.
 const MaxColdStart = 5 * time.Minute
 
 // SetColdStart replaces the cold start the policy plans new containers

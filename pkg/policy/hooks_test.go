@@ -69,6 +69,14 @@ func TestSetColdStartMovesTheReactiveScalersLead(t *testing.T) {
 	if n := plan(MaxColdStart + time.Minute); n != 1 {
 		t.Fatalf("the largest Duration as cold start: added %d, want 1", n)
 	}
+	// The bound is on measurements: a declared cold start past it is
+	// planned with as it is, as the simulator's containers take it.
+	long := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+	long.ColdStart = 2 * MaxColdStart
+	p = mustNew(t, "isbatch", long)
+	if n := plan(MaxColdStart + time.Minute); n != 0 {
+		t.Fatalf("declared cold start %v, container busy for %v: added %d, want 0", long.ColdStart, MaxColdStart+time.Minute, n)
+	}
 }
 
 // The Look-Ahead Scaler's horizon: a request still upstream is left to a
