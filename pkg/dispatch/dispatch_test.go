@@ -785,3 +785,36 @@ func TestLookAheadUnderConcurrentArrivals(t *testing.T) {
 		t.Fatalf("stats %+v", st.Stats)
 	}
 }
+
+// The core's look-ahead policies have both hooks the dispatcher looks for,
+// and with the real cypress policy a request arriving at a chain's head
+// starts an instance of the next function before any tick.
+func TestCorePolicyLookAheadOnArrival(t *testing.T) {
+	spec := policy.Spec{App: "a", AppSLO: 2 * time.Second, Window: 10 * time.Second, MinSize: 1, MaxSize: 1000,
+		ColdStart: time.Second, Functions: []policy.FunctionSpec{{Name: "f", SLO: time.Second, SizeSensitive: true},
+			{Name: "g", SLO: time.Second, SizeSensitive: true}}}
+	for _, name := range []string{"gantry", "cypress"} {
+		p, err := policy.New(name, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.(lookAheader); !ok {
+			t.Errorf("%s has no LookAhead hook", name)
+		}
+		if _, ok := p.(coldStartSetter); !ok {
+			t.Errorf("%s has no SetColdStart hook", name)
+		}
+	}
+	be := newFake(false)
+	d := newTestDispatcher(t, Config{Policy: "cypress"}, be, decl("f", 0), decl("g", 0))
+	if err := d.DeployApp(stack.App{Name: "app", Functions: []string{"f", "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = d.Acquire(ctx, req("f")) }()
+	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
+	if be.started("g") == 0 {
+		t.Fatal("no instance of g started at the arrival at f: the look-ahead did not run")
+	}
+}
