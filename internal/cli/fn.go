@@ -19,6 +19,7 @@ import (
 // of-watchdog reads it, the others for replay.
 const (
 	envPort     = "PORT"
+	envPodIP    = "POD_IP"
 	envApp      = "GANTRY_APP"
 	envFunction = "GANTRY_FUNCTION"
 	envSeed     = "GANTRY_SEED"
@@ -52,7 +53,7 @@ X-Input-Size and X-Output-Size carry input and output sizes (examples/README.md)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.addr, "addr", "", "listen address (default 127.0.0.1:$PORT)")
+	fl.StringVar(&f.addr, "addr", "", "listen address (default $POD_IP:$PORT, or 127.0.0.1:$PORT without POD_IP)")
 	fl.BoolVar(&f.list, "list", false, "list the functions and the apps they serve")
 	fl.StringVar(&f.app, "app", "", "replay only: the app (default $"+envApp+")")
 	fl.StringVar(&f.function, "function", "", "replay only: the app's function, by name or 0-based index (default $"+envFunction+")")
@@ -127,8 +128,9 @@ func orEnv(v, env string) string {
 	return os.Getenv(env)
 }
 
-// listenAddr is --addr, or loopback at $PORT: the gateway starts instances
-// next to itself and sets PORT, as OpenFaaS does.
+// listenAddr is --addr, or $POD_IP (else loopback) at $PORT: the gateway
+// starts instances next to itself and sets PORT, as OpenFaaS does; the
+// Kubernetes backend also sets POD_IP from the downward API.
 func (f *fnFlags) listenAddr() (string, error) {
 	if f.addr != "" {
 		return f.addr, nil
@@ -140,7 +142,13 @@ func (f *fnFlags) listenAddr() (string, error) {
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 		return "", usagef("$%s must be a port number, got %q", envPort, port)
 	}
-	return net.JoinHostPort("127.0.0.1", port), nil
+	// On a pod, listen on the pod's address: probes and endpoints reach the
+	// pod IP, and on a process node every pod shares the machine's ports.
+	host := "127.0.0.1"
+	if ip := net.ParseIP(os.Getenv(envPodIP)); ip != nil {
+		host = ip.String()
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 func listFns(cmd *cobra.Command, args []string) error {

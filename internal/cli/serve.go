@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"gantry.dev/gantry/pkg/backend"
@@ -93,9 +95,10 @@ func (f *platformFlags) serverConfig(addr string, s *stack.Stack, logger *slog.L
 // backendFlags choose where serve runs instances: local processes (the
 // default, what serverConfig builds) or pods on Kubernetes.
 type backendFlags struct {
-	kind       string
-	kubeconfig string
-	namespace  string
+	kind         string
+	kubeconfig   string
+	namespace    string
+	nodeSelector map[string]string
 }
 
 const (
@@ -108,14 +111,23 @@ func (f *backendFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.kind, "backend", backendLocal, "where instances run: local (processes on this machine) or kubernetes (an RTResource or Deployment per function)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --backend kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
 	fs.StringVar(&f.namespace, "namespace", "", "with --backend kubernetes: namespace of the functions (default: the kubeconfig context's, else default)")
+	fs.StringToStringVar(&f.nodeSelector, "node-selector", nil, "with --backend kubernetes: nodeSelector of every function pod, e.g. type=process where not every node can serve")
 }
 
 func (f *backendFlags) validate() error {
 	switch {
 	case f.kind != backendLocal && f.kind != backendKubernetes:
 		return usagef("--backend must be %s or %s, got %q", backendLocal, backendKubernetes, f.kind)
-	case f.kind == backendLocal && (f.kubeconfig != "" || f.namespace != ""):
-		return usagef("--kubeconfig and --namespace need --backend %s", backendKubernetes)
+	case f.kind == backendLocal && (f.kubeconfig != "" || f.namespace != "" || len(f.nodeSelector) > 0):
+		return usagef("--kubeconfig, --namespace and --node-selector need --backend %s", backendKubernetes)
+	}
+	for k, v := range f.nodeSelector {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return usagef("--node-selector: label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return usagef("--node-selector: label value %q: %s", v, strings.Join(errs, "; "))
+		}
 	}
 	return nil
 }
@@ -139,7 +151,7 @@ func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) err
 			return fmt.Errorf("kubeconfig namespace: %w", err)
 		}
 	}
-	be, err := kube.New(rc, ns, kube.Options{Logger: logger})
+	be, err := kube.New(rc, ns, kube.Options{Logger: logger, NodeSelector: f.nodeSelector})
 	if err != nil {
 		return err
 	}

@@ -192,7 +192,7 @@ func (d *Dispatcher) lockedRegroup(chain []*function, name string, slo time.Dura
 	}
 	g := &group{name: name, slo: slo, declaredSLO: declared, chain: chain, views: make([]policy.View, len(chain)),
 		decs: make([]policy.Decision, len(chain)), cum: make([]time.Duration, len(chain))}
-	spec := policy.Spec{App: name, AppSLO: slo, Window: d.cfg.Window, Start: d.cfg.Now(), Seed: d.cfg.Seed,
+	spec := policy.Spec{App: name, AppSLO: slo, Window: d.cfg.Window, Start: d.cfg.Now(), Seed: d.cfg.Seed, Tick: d.cfg.Tick,
 		MinSize: chain[0].decl.MinSize, MaxSize: chain[0].decl.MaxSize}
 	var cum time.Duration
 	for i, fn := range chain {
