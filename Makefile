@@ -62,6 +62,11 @@ bench-gateway: build
 bench-orchestration: build controlplane
 	./bin/gantry bench orchestration $(if $(QUICK),--quick) --out out/bench-orchestration
 
+# PREEMPT-FaaS RQ2 (docs/benchmarks.md, "End-to-end latency under churn").
+.PHONY: bench-e2e
+bench-e2e: build controlplane
+	./bin/gantry bench e2e $(if $(QUICK),--quick) --out out/bench-e2e
+
 # The simulator against the live platform with the model-replay function
 # (docs/platform.md, "Simulator against live"): about 8 minutes per policy.
 .PHONY: bench-simlive

@@ -21,6 +21,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchGatewayCmd())
 	cmd.AddCommand(newBenchSimLiveCmd())
 	cmd.AddCommand(newBenchOrchestrationCmd())
+	cmd.AddCommand(newBenchE2ECmd())
 	return cmd
 }
 

@@ -200,6 +200,11 @@ func (s *sampleSink) p50(st Stage) float64 { return Summarize(s.values(st)).P50 
 // burst every IntervalPeriod; continuous mode starts the next burst as
 // soon as the last is deleted.
 func (r *runner) churn(parent, ctx context.Context, w *world, c Case, rep int) int {
+	return churnLoop(parent, ctx, w.target, c, rep, r.opts.IntervalPeriod)
+}
+
+// churnLoop is churn on any target; period is the interval mode's.
+func churnLoop(parent, ctx context.Context, t target, c Case, rep int, period time.Duration) int {
 	created := 0
 	for round := 0; ctx.Err() == nil; round++ {
 		start := time.Now()
@@ -207,16 +212,16 @@ func (r *runner) churn(parent, ctx context.Context, w *world, c Case, rep int) i
 		for j := range names {
 			names[j] = fmt.Sprintf("churn-%s-%d-%d-%d-%d", c.Mode, c.Burst, rep, round, j)
 		}
-		created += parallel(names, func(n string) error { return w.target.createChurn(ctx, n) })
+		created += parallel(names, func(n string) error { return t.createChurn(ctx, n) })
 		if parent.Err() != nil {
 			break // interrupted: the namespace's deletion removes the rest
 		}
 		// Deletes outlive the iteration briefly, so nothing is left
 		// behind, but not an interrupt.
 		dctx, cancel := context.WithTimeout(parent, 5*time.Second)
-		parallel(names, func(n string) error { return w.target.deleteChurn(dctx, n) })
+		parallel(names, func(n string) error { return t.deleteChurn(dctx, n) })
 		cancel()
-		if c.Mode == ModeInterval && !sleep(ctx, time.Until(start.Add(r.opts.IntervalPeriod))) {
+		if c.Mode == ModeInterval && !sleep(ctx, time.Until(start.Add(period))) {
 			break
 		}
 	}
