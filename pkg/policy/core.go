@@ -74,6 +74,10 @@ type core struct {
 	winCount float64
 	panic    panicState
 	rate     float64 // the rate the latest proactive sizing used
+	// disp is an EWMA of the windows' squared count errors over the
+	// predicted count (observeDispersion), over dispN windows.
+	disp  float64
+	dispN int
 
 	started    bool
 	nextWindow time.Time

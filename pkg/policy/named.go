@@ -71,6 +71,13 @@ type parts struct {
 	// chainExtra adds this fraction of containers per downstream function
 	// (Kraken's weighting of functions many paths pass through).
 	chainExtra float64
+	// loadQuantileZ > 0 caps the stream's count at the offered load a
+	// (predicted rate × mean execution time) plus loadQuantileZ·sqrt(D·a),
+	// D the measured dispersion of the window counts (variance over mean,
+	// at least 1): a quantile of the busy containers of a Poisson stream
+	// (M/G/inf), widened as the load's variance grows. Bursty load keeps
+	// the stream's count.
+	loadQuantileZ float64
 	// truth makes the policy read Spec.Truth instead of learning.
 	truth bool
 	// noChain sizes every function after the first by static batching on
@@ -113,7 +120,8 @@ var catalog = map[string]parts{
 		stream: true, truth: true},
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true, panic: true,
-		panicZ: 3, panicCUSUM: true, panicMinSpan: true, panicHold: 20 * time.Second, keepWindows: 3},
+		panicZ: 3, panicCUSUM: true, panicMinSpan: true, panicHold: 20 * time.Second, keepWindows: 3,
+		loadQuantileZ: 1},
 }
 
 // ablations are gantry with one of its changes over Cypress undone; they
@@ -129,10 +137,11 @@ var ablations = map[string]func(p *parts){
 	"gantry-panic-2sigma": func(p *parts) {
 		p.panicZ, p.panicCUSUM, p.panicMinSpan, p.panicHold, p.keepWindows = 2, false, false, 0, 1
 	},
-	"gantry-no-keep":     func(p *parts) { p.keepWindows = 1 },
-	"gantry-no-cusum":    func(p *parts) { p.panicCUSUM = false },
-	"gantry-no-hold":     func(p *parts) { p.panicHold = 0 },
-	"gantry-no-min-span": func(p *parts) { p.panicMinSpan = false },
+	"gantry-no-keep":          func(p *parts) { p.keepWindows = 1 },
+	"gantry-no-cusum":         func(p *parts) { p.panicCUSUM = false },
+	"gantry-no-hold":          func(p *parts) { p.panicHold = 0 },
+	"gantry-no-min-span":      func(p *parts) { p.panicMinSpan = false },
+	"gantry-no-load-quantile": func(p *parts) { p.loadQuantileZ = 0 },
 }
 
 // chainAblations are Cypress with chained prediction or look-ahead taken
@@ -150,7 +159,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-cusum", "gantry-no-hold",
-		"gantry-no-keep", "gantry-no-min-span", "gantry-no-panic", "gantry-no-stream", "gantry-panic-2sigma"}
+		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-stream", "gantry-panic-2sigma"}
 }
 
 // New builds the named policy (or ablation) for an app.

@@ -52,6 +52,7 @@ func (c *core) refreshModels() {
 
 // closeWindow feeds the finished window to the predictors.
 func (c *core) closeWindow() {
+	c.observeDispersion()
 	if c.load != nil {
 		c.load.Observe(c.winCount)
 	}
@@ -262,8 +263,55 @@ func (c *core) streamSize(f int, rate float64) (int, bool) {
 		c.items = append(c.items, batch.Item{Exec: time.Duration(c.execAt(f, size)), Release: rel, Deadline: rel + slo})
 	}
 	c.packer.Reset(nil, 0, len(c.items))
+	var work float64
 	for _, it := range c.items {
 		c.packer.Place(it)
+		work += float64(it.Exec)
 	}
-	return c.packer.Opened(), true
+	n := c.packer.Opened()
+	if z := c.p.loadQuantileZ; z > 0 && len(c.items) > 0 {
+		// The busy containers of a Poisson stream are Poisson with mean
+		// the offered load a (M/G/inf), so a + z·sqrt(a) is about its
+		// upper z-quantile: cap the packed count there.
+		a := rate * work / float64(len(c.items)) / c.fns[f].execScale / float64(time.Second)
+		if d, ok := c.dispersion(); ok {
+			n = min(n, int(math.Ceil(a+z*math.Sqrt(d*a))))
+		}
+	}
+	return n, true
+}
+
+// dispersionAlpha is the weight of the newest window in the dispersion
+// estimate; dispersionWindows are needed before it is trusted.
+const (
+	dispersionAlpha   = 0.3
+	dispersionWindows = 3
+)
+
+// observeDispersion feeds the closing window's prediction error to the
+// dispersion estimate: the squared error of its count against the count
+// the window was sized for, over that count. A Poisson count predicted by
+// the EWMA gives about 1.33; a bursty trace gives much more.
+func (c *core) observeDispersion() {
+	want := c.rate * c.spec.Window.Seconds()
+	if !c.targetOK || want <= 0 {
+		return
+	}
+	e := c.winCount - want
+	d := e * e / want
+	if c.dispN == 0 {
+		c.disp = d
+	} else {
+		c.disp += dispersionAlpha * (d - c.disp)
+	}
+	c.dispN++
+}
+
+// dispersion is the measured variance of the window counts over their
+// mean (at least 1, a Poisson count's), once enough windows are seen.
+func (c *core) dispersion() (float64, bool) {
+	if c.dispN < dispersionWindows {
+		return 0, false
+	}
+	return max(1, c.disp), true
 }

@@ -339,3 +339,62 @@ func TestChainAblationsAreCypressVariants(t *testing.T) {
 		}
 	}
 }
+
+// sizeOver drives a policy through one window per entry of rates, each
+// with a Poisson count of requests at that mean rate, and returns the
+// containers it asks for (from none) after each window.
+func sizeOver(t *testing.T, name string, rates []float64) []int {
+	t.Helper()
+	s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+	p := mustNew(t, name, s)
+	exec := func(x float64) time.Duration { return time.Duration(x) * 7 * ms } // 7-700 ms
+	rng := rand.New(rand.NewPCG(3, 3))
+	views, out := make([]View, 1), make([]Decision, 1)
+	p.Plan(t0, views, out)
+	var sized []int
+	for w, rate := range rates {
+		start := t0.Add(time.Duration(w) * 10 * time.Second)
+		n := int(poissonCount(rng, rate, 10*time.Second))
+		for i := range n {
+			x := 1 + 99*rng.Float64()
+			p.Arrive(start.Add(time.Duration(i)*10*time.Second/time.Duration(n)), 0, x, views[0].Counts)
+			if err := p.Complete(0, x, exec(x), x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Plan(start.Add(10*time.Second), views, out)
+		sized = append(sized, out[0].Add)
+	}
+	return sized
+}
+
+// The load-quantile rule: on a steady Poisson load gantry sizes near the
+// offered load plus about one standard deviation of the busy containers,
+// well under the stream's count; on a load whose window counts swing far
+// beyond Poisson noise the rule widens until it leaves the stream's count
+// alone.
+func TestLoadQuantileCutsHeadroomOnlyWhereTheLoadIsSteady(t *testing.T) {
+	steady := make([]float64, 12)
+	for i := range steady {
+		steady[i] = 200
+	}
+	g, off := sizeOver(t, "gantry", steady), sizeOver(t, "gantry-no-load-quantile", steady)
+	offered := 200 * 0.3535 // requests/s x mean seconds
+	last := len(steady) - 1
+	if float64(g[last]) > offered+2*math.Sqrt(offered) || g[last] < int(offered) || g[last] >= off[last] {
+		t.Fatalf("steady load (offered %.0f): gantry sized %d, without the rule %d", offered, g[last], off[last])
+	}
+	bursty := make([]float64, 12)
+	for i := range bursty {
+		bursty[i] = 200
+		if i%2 == 1 {
+			bursty[i] = 400
+		}
+	}
+	g, off = sizeOver(t, "gantry", bursty), sizeOver(t, "gantry-no-load-quantile", bursty)
+	for i := 6; i < len(bursty); i++ {
+		if g[i] != off[i] {
+			t.Fatalf("bursty load, window %d: gantry sized %d, without the rule %d", i, g[i], off[i])
+		}
+	}
+}
