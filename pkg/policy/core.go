@@ -18,6 +18,11 @@ const (
 	warmupWindows = 2    // history before the proactive scaler acts
 	linRegHistory = 6    // Fifer's regression over the last minute
 	retireShare   = 0.25 // idling detection retires this share of the excess per window
+	// Under parts.steadyRetire, while the window counts' dispersion is
+	// below steadyDispersion, idling detection retires steadyRetireShare
+	// of the excess over the current target (no keep-alive).
+	steadyDispersion  = 3
+	steadyRetireShare = 0.5
 	// sloMaxExecRatio is the paper's SLO rule (1.2 x the maximum execution
 	// time). Before a function has been profiled, a policy assumes each
 	// request may take the maximum: SLO / 1.2.

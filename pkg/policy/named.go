@@ -78,6 +78,11 @@ type parts struct {
 	// (M/G/inf), widened as the load's variance grows. Bursty load keeps
 	// the stream's count.
 	loadQuantileZ float64
+	// steadyRetire makes idling detection, while the load is steady
+	// (dispersion below steadyDispersion), retire half the excess over the
+	// current target each window instead of a quarter of the excess over
+	// the kept target.
+	steadyRetire bool
 	// truth makes the policy read Spec.Truth instead of learning.
 	truth bool
 	// noChain sizes every function after the first by static batching on
@@ -121,7 +126,7 @@ var catalog = map[string]parts{
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true, panic: true,
 		panicZ: 3, panicCUSUM: true, panicMinSpan: true, panicHold: 20 * time.Second, keepWindows: 3,
-		loadQuantileZ: 1},
+		loadQuantileZ: 1, steadyRetire: true},
 }
 
 // ablations are gantry with one of its changes over Cypress undone; they
@@ -142,6 +147,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-hold":          func(p *parts) { p.panicHold = 0 },
 	"gantry-no-min-span":      func(p *parts) { p.panicMinSpan = false },
 	"gantry-no-load-quantile": func(p *parts) { p.loadQuantileZ = 0 },
+	"gantry-no-steady-retire": func(p *parts) { p.steadyRetire = false },
 }
 
 // chainAblations are Cypress with chained prediction or look-ahead taken
@@ -159,7 +165,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-cusum", "gantry-no-hold",
-		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-stream", "gantry-panic-2sigma"}
+		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-steady-retire", "gantry-no-stream", "gantry-panic-2sigma"}
 }
 
 // New builds the named policy (or ablation) for an app.

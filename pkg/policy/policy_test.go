@@ -346,12 +346,22 @@ func TestChainAblationsAreCypressVariants(t *testing.T) {
 func sizeOver(t *testing.T, name string, rates []float64) []int {
 	t.Helper()
 	s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
-	p := mustNew(t, name, s)
+	var sized []int
+	for _, d := range drive(t, mustNew(t, name, s), rates, nil) {
+		sized = append(sized, d.Add)
+	}
+	return sized
+}
+
+// drive is sizeOver on a given policy; the last window ends on last's
+// view of the function when it is set, else on an empty one.
+func drive(t *testing.T, p Policy, rates []float64, last *View) []Decision {
+	t.Helper()
 	exec := func(x float64) time.Duration { return time.Duration(x) * 7 * ms } // 7-700 ms
 	rng := rand.New(rand.NewPCG(3, 3))
 	views, out := make([]View, 1), make([]Decision, 1)
 	p.Plan(t0, views, out)
-	var sized []int
+	var got []Decision
 	for w, rate := range rates {
 		start := t0.Add(time.Duration(w) * 10 * time.Second)
 		n := int(poissonCount(rng, rate, 10*time.Second))
@@ -362,10 +372,13 @@ func sizeOver(t *testing.T, name string, rates []float64) []int {
 				t.Fatal(err)
 			}
 		}
+		if last != nil && w == len(rates)-1 {
+			views[0] = *last
+		}
 		p.Plan(start.Add(10*time.Second), views, out)
-		sized = append(sized, out[0].Add)
+		got = append(got, out[0])
 	}
-	return sized
+	return got
 }
 
 // The load-quantile rule: on a steady Poisson load gantry sizes near the
@@ -396,5 +409,39 @@ func TestLoadQuantileCutsHeadroomOnlyWhereTheLoadIsSteady(t *testing.T) {
 		if g[i] != off[i] {
 			t.Fatalf("bursty load, window %d: gantry sized %d, without the rule %d", i, g[i], off[i])
 		}
+	}
+}
+
+// The steady-retire rule: on a steady load idling detection retires half
+// the idle excess over the current target at a window, where without the
+// rule it retires a quarter of the excess over the largest target of the
+// last three windows; on a bursty load the rule stays out of the way.
+func TestSteadyRetireShedsIdleContainersFasterOnlyOnASteadyLoad(t *testing.T) {
+	retired := func(name string, rates []float64) (int, int) {
+		s := spec(FunctionSpec{Name: "f", SLO: time.Second, SizeSensitive: true})
+		target := sizeOver(t, name, rates[:len(rates)-1])[len(rates)-2]
+		// The same run again, its last window ending on 40 idle
+		// containers over the target the window before sized.
+		last := &View{Counts: Counts{Live: target + 40, Idle: 60}}
+		d := drive(t, mustNew(t, name, s), rates, last)
+		return d[len(d)-1].Retire, target
+	}
+	steady := make([]float64, 12)
+	bursty := make([]float64, 12)
+	for i := range steady {
+		steady[i], bursty[i] = 200, 200
+		if i%2 == 1 {
+			bursty[i] = 400
+		}
+	}
+	got, target := retired("gantry", steady)
+	without, _ := retired("gantry-no-steady-retire", steady)
+	if got < 20 || got <= without {
+		t.Fatalf("steady load, target %d, 40 idle over it: retired %d, without the rule %d", target, got, without)
+	}
+	got, _ = retired("gantry", bursty)
+	without, _ = retired("gantry-no-steady-retire", bursty)
+	if got != without {
+		t.Fatalf("bursty load: retired %d, without the rule %d", got, without)
 	}
 }

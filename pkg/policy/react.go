@@ -32,11 +32,17 @@ func (c *core) decide(f int, now time.Time, views []View, window bool, surge flo
 	}
 	target := c.heldTarget(f, now, surge)
 	d.Add = max(d.Add, target-v.Live)
-	if keep := max(target, c.keptTarget(f)); window && d.Add == 0 && v.Queued == 0 && v.Live > keep {
+	keep, share := max(target, c.keptTarget(f)), retireShare
+	if d, ok := c.dispersion(); ok && c.p.steadyRetire && d < steadyDispersion {
+		// Steady load: the keep-alive guards against nothing the
+		// load-quantile headroom does not already cover.
+		keep, share = target, steadyRetireShare
+	}
+	if window && d.Add == 0 && v.Queued == 0 && v.Live > keep {
 		// Idling detection: shed a share of the excess each window so a
 		// brief lull does not throw away containers the next burst needs.
 		excess := v.Live - keep
-		d.Retire = min(v.Idle, int(math.Ceil(float64(excess)*retireShare)))
+		d.Retire = min(v.Idle, int(math.Ceil(float64(excess)*share)))
 	}
 	d.Add = max(0, d.Add-credit)
 	return d
