@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gantry.dev/gantry/internal/childproc"
 )
 
 // logTailLines is how many log lines an early-exit error quotes.
@@ -34,8 +36,8 @@ func startProcess(name, bin string, args, env []string, logPath string) (*proces
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = componentAttr()
-	if err := startCmd(cmd); err != nil {
+	cmd.SysProcAttr = childproc.Attr()
+	if err := childproc.Start(cmd); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gantry.dev/gantry/internal/childproc"
 )
 
 // exitStartError is the exit code of a run whose program could not start.
@@ -224,7 +226,7 @@ func (c *container) start(argv []string, path string, lg *runLog) (*exec.Cmd, *o
 	}
 	defer devnull.Close()
 	cmd := &exec.Cmd{Path: path, Args: argv, Env: c.env, Dir: c.workDir(),
-		Stdin: devnull, Stdout: pw, Stderr: pw, SysProcAttr: processAttr()}
+		Stdin: devnull, Stdout: pw, Stderr: pw, SysProcAttr: childproc.Attr()}
 	err = startCmd(cmd)
 	pw.Close()
 	if err != nil {

@@ -8,8 +8,6 @@ import (
 	"syscall"
 )
 
-func processAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
-
 func startCmd(*exec.Cmd) error {
 	return errors.New("processnode: containers run only on Linux (parent-death signal, 127.0.0.0/8 loopback)")
 }
