@@ -89,7 +89,7 @@ func newBenchE2ECmd() *cobra.Command {
 	f.DurationVar(&opts.SLO, "slo", opts.SLO, "the function's SLO, for SLO compliance")
 	f.IntVar(&opts.Criticality, "criticality", opts.Criticality, "the function's criticality (0..99)")
 	f.IntVar(&opts.Nodes, "nodes", opts.Nodes, "kwok nodes holding the churn's pods")
-	f.StringVar(&opts.CRDPath, "crd", opts.CRDPath, "the RTResource CRD to install")
+	f.StringVar(&opts.CRDPath, "crd", opts.CRDPath, "the RTResource CRD to install (default: the one built into gantry)")
 	f.StringVar(&opts.ConfigDir, "config-dir", opts.ConfigDir, "folder holding rbac/ and apf/, applied so the in-process controller runs as its service account")
 	f.StringVar(&ctlArgs, "controller-args", rq1ControllerArgs, "flags of `gantry controller` for the in-process Gantry controller")
 	f.Uint64Var(&opts.Seed, "seed", opts.Seed, "seed of the arrivals")

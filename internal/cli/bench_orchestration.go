@@ -81,7 +81,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	f.BoolVar(&quick, "quick", false, "one repetition of continuous:20 and interval:20, vanilla and gantry, 40 s iterations (under 4 minutes)")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "use this cluster instead of starting the local control plane")
 	f.IntVar(&opts.Nodes, "nodes", opts.Nodes, "kwok nodes of the local control plane")
-	f.StringVar(&opts.CRDPath, "crd", opts.CRDPath, "the RTResource CRD to install")
+	f.StringVar(&opts.CRDPath, "crd", opts.CRDPath, "the RTResource CRD to install (default: the one built into gantry)")
 	f.StringVar(&opts.ConfigDir, "config-dir", opts.ConfigDir, "folder holding rbac/ and apf/, applied so the in-process controller runs as its service account")
 	f.StringVar(&controllers, "controllers", "", "comma-separated controllers: "+strings.Join(orchbench.Controllers, ",")+" (default vanilla,gantry)")
 	f.StringVar(&cases, "cases", "", "comma-separated mode:burst cases, modes interval and continuous (default the paper's six: interval:5,10,20 and continuous:15,30,45)")

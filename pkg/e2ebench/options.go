@@ -88,7 +88,6 @@ func DefaultOptions() Options {
 	return Options{
 		Command:        DefaultCommand,
 		Nodes:          2,
-		CRDPath:        "config/crd/bases/gantry.dev_rtresources.yaml",
 		ConfigDir:      "config",
 		Orchestrators:  slices.Clone(Orchestrators),
 		Mode:           orchbench.ModeContinuous,

@@ -71,7 +71,8 @@ type Options struct {
 	Kubeconfig string
 	// Nodes is the number of kwok nodes of the local control plane.
 	Nodes int
-	// CRDPath is the RTResource CRD installed before the Gantry cases.
+	// CRDPath is the RTResource CRD installed before the Gantry cases; empty
+	// is the one built into the binary (config/crd).
 	CRDPath string
 	// ConfigDir holds config/rbac and config/apf, applied before the
 	// Gantry cases: the in-process controller runs as its service account
@@ -109,7 +110,6 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Nodes:          2,
-		CRDPath:        "config/crd/bases/gantry.dev_rtresources.yaml",
 		ConfigDir:      "config",
 		Controllers:    []string{Vanilla, Gantry},
 		Cases:          slices.Clone(PaperCases),

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,18 +11,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/config/crd"
 	"gantry.dev/gantry/pkg/localcluster"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/rtqueue"
@@ -53,7 +48,14 @@ func setup(t *testing.T) *env {
 	cluster := localcluster.Shared(t)
 	cfg := cluster.RESTConfig()
 	cfg.QPS, cfg.Burst = 200, 400
-	crdOnce.Do(func() { crdOnce.err = installCRD(cfg) })
+	crdOnce.Do(func() {
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			crdOnce.err = err
+			return
+		}
+		crdOnce.err = crd.Install(context.Background(), dyn, nil)
+	})
 	if crdOnce.err != nil {
 		t.Fatalf("install CRD: %v", crdOnce.err)
 	}
@@ -80,43 +82,6 @@ func namespaceFor(t *testing.T) string {
 		name = name[:50]
 	}
 	return strings.TrimRight(name, "-") + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
-}
-
-// installCRD applies the generated CRD, the same file `make deploy` ships.
-func installCRD(cfg *rest.Config) error {
-	_, file, _, _ := runtime.Caller(0)
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "config", "crd", "bases", "gantry.dev_rtresources.yaml"))
-	if err != nil {
-		return err
-	}
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := crds.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
 }
 
 // createNamespace makes the test's namespace and waits for its default
