@@ -106,7 +106,7 @@ func (r *Report) markdown() string {
 		{"requests", fmt.Sprint(r.Requests)},
 		{"errors", fmt.Sprint(r.Errors)},
 		{fmt.Sprintf("SLO compliance (%.0f ms)", r.SLOMs), fmt.Sprintf("%.2f%%", 100*r.SLOCompliance)},
-		{"instances spawned", fmt.Sprint(r.ContainersSpawned)},
+		{"instances spawned while measured", fmt.Sprint(r.ContainersSpawned)},
 		{"mean live instances", fmt.Sprintf("%.2f", r.AvgContainers)},
 		{"p50 / p95 / p99 latency", fmt.Sprintf("%.1f / %.1f / %.1f ms", r.P50Ms, r.P95Ms, r.P99Ms)},
 		{"throughput", fmt.Sprintf("%.1f ok/s", r.ThroughputRPS)},
@@ -119,7 +119,11 @@ func (r *Report) markdown() string {
 	}
 	fmt.Fprintf(&b, "\n| function | spawned | completed | mean cold start | start failures | crashes |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, f := range r.Functions {
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f ms | %d | %d |\n", f.Name, f.Spawned, f.Completed, f.MeanColdMs, f.StartFailures, f.Crashes)
+		cold := "–" // no start while measured: no cold start to average
+		if f.Spawned > 0 {
+			cold = fmt.Sprintf("%.0f ms", f.MeanColdMs)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %d | %d |\n", f.Name, f.Spawned, f.Completed, cold, f.StartFailures, f.Crashes)
 	}
 	if r.Interrupted {
 		b.WriteString("\nInterrupted before the trace ended: the figures cover what finished.\n")
