@@ -137,27 +137,42 @@ func (o Options) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadOptions, fmt.Sprintf(format, args...))
 	}
+	if err := validateLoad(o.Rate, o.Warmup, o.BodyBytes, o.MaxInFlight, o.GOMAXPROCS, o.ReadyWait); err != nil {
+		return err
+	}
 	switch {
-	case !(o.Rate > 0 && o.Rate <= MaxRate):
-		return bad("rate must be in (0, %d] requests/s, got %v", MaxRate, o.Rate)
 	case o.Duration < time.Second || o.Duration > MaxDuration:
 		return bad("duration must be in [1s, %v], got %v", MaxDuration, o.Duration)
 	case o.Round < time.Second || o.Round > o.Duration || o.Round%time.Second != 0:
 		return bad("round must be whole seconds in [1s, duration], got %v", o.Round)
 	case o.Duration%o.Round != 0:
 		return bad("duration %v must be a whole number of rounds of %v", o.Duration, o.Round)
-	case o.Warmup < 0 || o.Warmup > MaxWarmup || o.Warmup%time.Second != 0:
-		return bad("warm-up must be whole seconds in [0, %v], got %v", MaxWarmup, o.Warmup)
-	case o.BodyBytes < 1 || o.BodyBytes > MaxBodyBytes:
-		return bad("body must be in [1, %d] bytes, got %d", MaxBodyBytes, o.BodyBytes)
-	case o.MaxInFlight < 1 || o.MaxInFlight > MaxInFlight:
-		return bad("max in-flight must be in [1, %d], got %d", MaxInFlight, o.MaxInFlight)
-	case o.GOMAXPROCS < 0 || o.GOMAXPROCS > MaxGOMAXPROCS:
-		return bad("GOMAXPROCS must be in [0, %d], got %d", MaxGOMAXPROCS, o.GOMAXPROCS)
-	case o.ReadyWait <= 0 || o.ReadyWait > MaxReadyWait:
-		return bad("ready wait must be in (0, %v], got %v", MaxReadyWait, o.ReadyWait)
 	case o.GOGC < 0 || o.GOGC > MaxGOGC:
 		return bad("GOGC must be in [0, %d], got %d", MaxGOGC, o.GOGC)
+	}
+	return nil
+}
+
+// validateLoad checks the bounds the comparison and the sustained run
+// share: the load's rate, warm-up, body and in-flight cap, and the
+// children's GOMAXPROCS and start wait.
+func validateLoad(rate float64, warmup time.Duration, body, inFlight, gomaxprocs int, readyWait time.Duration) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadOptions, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !(rate > 0 && rate <= MaxRate):
+		return bad("rate must be in (0, %d] requests/s, got %v", MaxRate, rate)
+	case warmup < 0 || warmup > MaxWarmup || warmup%time.Second != 0:
+		return bad("warm-up must be whole seconds in [0, %v], got %v", MaxWarmup, warmup)
+	case body < 1 || body > MaxBodyBytes:
+		return bad("body must be in [1, %d] bytes, got %d", MaxBodyBytes, body)
+	case inFlight < 1 || inFlight > MaxInFlight:
+		return bad("max in-flight must be in [1, %d], got %d", MaxInFlight, inFlight)
+	case gomaxprocs < 0 || gomaxprocs > MaxGOMAXPROCS:
+		return bad("GOMAXPROCS must be in [0, %d], got %d", MaxGOMAXPROCS, gomaxprocs)
+	case readyWait <= 0 || readyWait > MaxReadyWait:
+		return bad("ready wait must be in (0, %v], got %v", MaxReadyWait, readyWait)
 	}
 	return nil
 }

@@ -75,21 +75,12 @@ func (o SustainOptions) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadOptions, fmt.Sprintf(format, args...))
 	}
+	if err := validateLoad(o.Rate, o.Warmup, o.BodyBytes, o.MaxInFlight, o.GOMAXPROCS, o.ReadyWait); err != nil {
+		return err
+	}
 	switch {
-	case !(o.Rate > 0 && o.Rate <= MaxRate):
-		return bad("rate must be in (0, %d] requests/s, got %v", MaxRate, o.Rate)
 	case o.Duration < time.Second || o.Duration > MaxDuration || o.Duration%time.Second != 0:
 		return bad("duration must be whole seconds in [1s, %v], got %v", MaxDuration, o.Duration)
-	case o.Warmup < 0 || o.Warmup > MaxWarmup || o.Warmup%time.Second != 0:
-		return bad("warm-up must be whole seconds in [0, %v], got %v", MaxWarmup, o.Warmup)
-	case o.BodyBytes < 1 || o.BodyBytes > MaxBodyBytes:
-		return bad("body must be in [1, %d] bytes, got %d", MaxBodyBytes, o.BodyBytes)
-	case o.MaxInFlight < 1 || o.MaxInFlight > MaxInFlight:
-		return bad("max in-flight must be in [1, %d], got %d", MaxInFlight, o.MaxInFlight)
-	case o.GOMAXPROCS < 0 || o.GOMAXPROCS > MaxGOMAXPROCS:
-		return bad("GOMAXPROCS must be in [0, %d], got %d", MaxGOMAXPROCS, o.GOMAXPROCS)
-	case o.ReadyWait <= 0 || o.ReadyWait > MaxReadyWait:
-		return bad("ready wait must be in (0, %v], got %v", MaxReadyWait, o.ReadyWait)
 	case len(o.Command) == 0:
 		return bad("no command to run the gateway and instance processes")
 	}
