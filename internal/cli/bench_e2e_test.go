@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"context"
-	"errors"
-	"io"
 	"testing"
 )
 
@@ -35,15 +32,5 @@ func TestBenchE2EBadFlagsAreUsageErrors(t *testing.T) {
 		{"--no-such-flag"},
 		{"extra-arg"},
 	}
-	for _, args := range cases {
-		root := newRootCmd()
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		root.SetArgs(append([]string{"bench", "e2e"}, args...))
-		err := root.ExecuteContext(context.Background())
-		var ue usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("gantry bench e2e %v: got %v, want a usage error", args, err)
-		}
-	}
+	assertUsageErrors(t, []string{"bench", "e2e"}, cases)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"path/filepath"
 	"testing"
@@ -29,17 +28,7 @@ func TestBenchGatewayBadFlagsAreUsageErrors(t *testing.T) {
 		{"--no-such-flag"},
 		{"extra-arg"},
 	}
-	for _, args := range cases {
-		root := newRootCmd()
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		root.SetArgs(append([]string{"bench", "gateway"}, args...))
-		err := root.ExecuteContext(context.Background())
-		var ue usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("gantry bench gateway %v: got %v, want a usage error", args, err)
-		}
-	}
+	assertUsageErrors(t, []string{"bench", "gateway"}, cases)
 }
 
 // --json prints exactly one JSON object; --openfaas ” skips that path.

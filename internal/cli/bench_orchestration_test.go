@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"context"
-	"errors"
-	"io"
 	"testing"
 
 	"gantry.dev/gantry/pkg/rtqueue"
@@ -27,17 +24,7 @@ func TestBenchOrchestrationBadFlagsAreUsageErrors(t *testing.T) {
 		{"--no-such-flag"},
 		{"extra-arg"},
 	}
-	for _, args := range cases {
-		root := newRootCmd()
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		root.SetArgs(append([]string{"bench", "orchestration"}, args...))
-		err := root.ExecuteContext(context.Background())
-		var ue usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("gantry bench orchestration %v: got %v, want a usage error", args, err)
-		}
-	}
+	assertUsageErrors(t, []string{"bench", "orchestration"}, cases)
 }
 
 // The in-process controller is configured by the same flags as

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"context"
-	"errors"
-	"io"
 	"testing"
 )
 
@@ -36,15 +33,5 @@ func TestBenchSimLiveFlagsAreUsageErrors(t *testing.T) {
 		{"--no-such-flag"},
 		{"extra-arg"},
 	}
-	for _, args := range cases {
-		root := newRootCmd()
-		root.SetOut(io.Discard)
-		root.SetErr(io.Discard)
-		root.SetArgs(append([]string{"bench", "simlive"}, args...))
-		err := root.ExecuteContext(context.Background())
-		var ue usageError
-		if !errors.As(err, &ue) {
-			t.Errorf("gantry bench simlive %v: got %v, want a usage error", args, err)
-		}
-	}
+	assertUsageErrors(t, []string{"bench", "simlive"}, cases)
 }

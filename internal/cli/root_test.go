@@ -18,15 +18,23 @@ func TestStrayArgumentsAndUnknownFlagsAreUsageErrors(t *testing.T) {
 		{"cluster", "up", "--no-such-flag"},
 		{"bench", "queue", "extra-arg"},
 	}
+	assertUsageErrors(t, nil, cases)
+}
+
+// assertUsageErrors runs gantry with prefix and each case's arguments and
+// expects a usage error (exit code 2) from every one.
+func assertUsageErrors(t *testing.T, prefix []string, cases [][]string) {
+	t.Helper()
 	for _, args := range cases {
 		root := newRootCmd()
 		root.SetOut(io.Discard)
 		root.SetErr(io.Discard)
-		root.SetArgs(args)
+		argv := append(append([]string{}, prefix...), args...)
+		root.SetArgs(argv)
 		err := root.ExecuteContext(context.Background())
 		var ue usageError
 		if !errors.As(err, &ue) {
-			t.Errorf("gantry %v: got %v, want a usage error", args, err)
+			t.Errorf("gantry %v: got %v, want a usage error", argv, err)
 		}
 	}
 }
