@@ -44,8 +44,8 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 // absDir resolves --dir, which the detached process must find from any cwd.
 func (f *clusterFlags) absDir() (string, error) {
 	switch {
-	case f.opts.ProcessNodes < 0:
-		return "", usagef("--process-nodes must not be negative, got %d", f.opts.ProcessNodes)
+	case f.opts.ProcessNodes < 0 || f.opts.ProcessNodes > localcluster.MaxProcessNodes:
+		return "", usagef("--process-nodes must be in [0, %d], got %d", localcluster.MaxProcessNodes, f.opts.ProcessNodes)
 	case f.opts.Nodes < 0 || f.opts.Nodes+f.opts.ProcessNodes < 1:
 		return "", usagef("--nodes must be at least 1, or 0 with --process-nodes, got %d", f.opts.Nodes)
 	}

@@ -16,6 +16,8 @@ func TestStrayArgumentsAndUnknownFlagsAreUsageErrors(t *testing.T) {
 		{"controller", "extra-arg"},
 		{"cluster", "env", "extra-arg"},
 		{"cluster", "up", "--no-such-flag"},
+		{"cluster", "up", "--process-nodes", "17"},
+		{"cluster", "up", "--process-nodes", "-1"},
 		{"bench", "queue", "extra-arg"},
 	}
 	assertUsageErrors(t, nil, cases)

@@ -16,16 +16,17 @@ import (
 	"gantry.dev/gantry/pkg/processnode"
 )
 
-// maxProcessNodes bounds Options.ProcessNodes.
-const maxProcessNodes = 16
+// MaxProcessNodes bounds Options.ProcessNodes: each node claims a /24 of pod
+// addresses and runs in the cluster's process.
+const MaxProcessNodes = 16
 
 // ProcessNodeName is the name of the i-th process node (from 0).
 func ProcessNodeName(i int) string { return fmt.Sprintf("process-node-%d", i) }
 
 func (o Options) validateProcessNodes() error {
 	switch {
-	case o.ProcessNodes < 0 || o.ProcessNodes > maxProcessNodes:
-		return fmt.Errorf("localcluster: %d process nodes, want 0 to %d", o.ProcessNodes, maxProcessNodes)
+	case o.ProcessNodes < 0 || o.ProcessNodes > MaxProcessNodes:
+		return fmt.Errorf("localcluster: %d process nodes, want 0 to %d", o.ProcessNodes, MaxProcessNodes)
 	case o.ProcessNodes > 0 && !(o.Scheduler && o.ControllerManager):
 		return errors.New("localcluster: process nodes need the scheduler and the controller manager (their pods are scheduled, their endpoints published)")
 	case o.Nodes+o.ProcessNodes < 1:
