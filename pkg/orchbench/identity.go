@@ -61,6 +61,11 @@ func readManifests(dir string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A missing folder globs to nothing; without this the run would wait a
+	// minute for permissions that were never granted.
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no manifests in %s (run from the repository root or pass --config-dir)", dir)
+	}
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
 		if filepath.Base(f) == "kustomization.yaml" {
