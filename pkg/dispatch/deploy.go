@@ -17,20 +17,28 @@ var ErrRemoved = errors.New("function removed")
 // Load deploys a stack: every function, then every app.
 func (d *Dispatcher) Load(ctx context.Context, s *stack.Stack) error {
 	for _, f := range s.Functions {
-		if err := d.Deploy(ctx, f); err != nil {
+		if err := d.deploy(ctx, f); err != nil {
 			return err
 		}
 	}
 	for _, a := range s.Apps {
-		if err := d.DeployApp(a); err != nil {
+		if err := d.deployApp(a); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Deploy adds a function; ErrExists if it is already deployed.
+// Deploy adds a function; ErrExists if it is already deployed, and
+// ErrScaledOut on a replica of a scaled-out gateway.
 func (d *Dispatcher) Deploy(ctx context.Context, f stack.Function) error {
+	if d.scaledOut() {
+		return ErrScaledOut
+	}
+	return d.deploy(ctx, f)
+}
+
+func (d *Dispatcher) deploy(ctx context.Context, f stack.Function) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -62,6 +70,9 @@ func (d *Dispatcher) Deploy(ctx context.Context, f stack.Function) error {
 // Update replaces a function's declaration. Its instances drain and new
 // ones start with the new declaration; queued requests keep their place.
 func (d *Dispatcher) Update(ctx context.Context, f stack.Function) error {
+	if d.scaledOut() {
+		return ErrScaledOut
+	}
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -94,6 +105,9 @@ func (d *Dispatcher) Update(ctx context.Context, f stack.Function) error {
 // Remove undeploys a function. A function an app chains cannot be removed
 // before the app.
 func (d *Dispatcher) Remove(ctx context.Context, name string) error {
+	if d.scaledOut() {
+		return ErrScaledOut
+	}
 	d.mu.Lock()
 	fn, ok := d.fns[name]
 	if !ok {
@@ -121,6 +135,13 @@ func (d *Dispatcher) Remove(ctx context.Context, name string) error {
 // DeployApp chains deployed functions into an app with one policy. A
 // function belongs to at most one app.
 func (d *Dispatcher) DeployApp(a stack.App) error {
+	if d.scaledOut() {
+		return ErrScaledOut
+	}
+	return d.deployApp(a)
+}
+
+func (d *Dispatcher) deployApp(a stack.App) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	declared := map[string]bool{}
@@ -165,6 +186,9 @@ func (d *Dispatcher) DeployApp(a stack.App) error {
 func (d *Dispatcher) RemoveApp(name string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.role != Solo {
+		return ErrScaledOut
+	}
 	g, ok := d.apps[name]
 	if !ok {
 		return fmt.Errorf("%w: app %q", ErrNotFound, name)

@@ -58,7 +58,10 @@ type Config struct {
 	// Check is an instance's health check after it failed a request: nil
 	// means healthy (default backend.CheckHealth, an HTTP GET of
 	// backend.HealthPath).
-	Check  func(ctx context.Context, inst backend.Instance) error
+	Check func(ctx context.Context, inst backend.Instance) error
+	// Role is the dispatcher's part in a scaled-out gateway (default
+	// Solo); a Follower becomes the Leader with Lead.
+	Role   Role
 	Seed   uint64
 	Logger *slog.Logger
 }
@@ -112,6 +115,13 @@ type Dispatcher struct {
 	byID   map[string]*instance
 	closed bool
 	stats  Stats
+
+	// role is the part in a scaled-out gateway; fol is a Follower's state
+	// for the leader, peers and leadSince a Leader's (peers.go).
+	role      Role
+	fol       *follower
+	peers     map[string]*peer
+	leadSince time.Time
 }
 
 // New returns a dispatcher that runs instances on be. It checks that the
@@ -126,7 +136,14 @@ func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
 		return nil, fmt.Errorf("capacity %d must not be negative", cfg.Capacity)
 	}
 	d := &Dispatcher{cfg: cfg, be: be, epoch: cfg.Now(), fns: map[string]*function{},
-		apps: map[string]*group{}, byID: map[string]*instance{}}
+		apps: map[string]*group{}, byID: map[string]*instance{}, role: cfg.Role}
+	switch cfg.Role {
+	case Solo:
+	case Follower:
+		d.fol = &follower{acc: map[string]*samples{}}
+	default:
+		return nil, fmt.Errorf("a dispatcher starts %v or %v; a follower becomes the leader with Lead", Solo, Follower)
+	}
 	d.ctx, d.endChecks = context.WithCancel(context.Background())
 	be.Attach(events{d})
 	return d, nil
@@ -161,6 +178,9 @@ type function struct {
 	// failStreak counts starts in a row that failed.
 	failStreak int
 	stats      FunctionStats
+	// peerQueued counts, on a leader, the requests queued at the other
+	// replicas.
+	peerQueued int
 }
 
 // liveCount is the instances serving or starting; draining ones are on
@@ -232,9 +252,14 @@ type instance struct {
 	// health check answers.
 	suspect bool
 	gone    bool
+	// remote counts, on a leader, the requests other replicas run here.
+	remote int
 }
 
 func (in *instance) free() int { return in.slots - len(in.running) }
+
+// idle reports an instance no replica runs anything on.
+func (in *instance) idle() bool { return len(in.running) == 0 && in.remote == 0 }
 
 // call is one request at one function.
 type call struct {

@@ -24,6 +24,9 @@ type fakeBackend struct {
 	stopped   []string
 	seq       int
 	readyList []backend.Instance
+	// mirrors hear of every instance that becomes ready or stops, as the
+	// followers of a scaled-out gateway do from their own backends.
+	mirrors []backend.Events
 }
 
 func newFake(auto bool) *fakeBackend { return &fakeBackend{auto: auto, starts: map[string]int{}} }
@@ -35,8 +38,14 @@ func (b *fakeBackend) Close(context.Context) error                  { return nil
 func (b *fakeBackend) Stop(inst backend.Instance) {
 	b.mu.Lock()
 	b.stopped = append(b.stopped, inst.ID)
+	mirrors := b.mirrors
 	b.mu.Unlock()
-	go b.ev.Exited(inst, nil)
+	go func() {
+		b.ev.Exited(inst, nil)
+		for _, m := range mirrors {
+			m.Exited(inst, nil)
+		}
+	}()
 }
 
 func (b *fakeBackend) Start(fn string, n int) {
@@ -58,8 +67,12 @@ func (b *fakeBackend) ready(fn string) backend.Instance {
 	b.mu.Unlock()
 	b.mu.Lock()
 	b.readyList = append(b.readyList, inst)
+	mirrors := b.mirrors
 	b.mu.Unlock()
 	b.ev.Ready(inst)
+	for _, m := range mirrors {
+		m.Ready(inst)
+	}
 	return inst
 }
 

@@ -109,6 +109,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		fn.queue.Push(c.entry, c)
 	}
 	fn.stats.Accepted++
+	d.lockedRecordArrival(fn, r.Size)
 	add := g.pol.Arrive(now, fn.idx, r.Size, fn.counts())
 	d.lockedScaleUp(fn, add, now)
 	d.lockedEnsureProgress(fn, now)
@@ -157,7 +158,7 @@ func (l *Lease) Failed(err error) {
 	if in.gone {
 		return
 	}
-	if in.draining && len(in.running) == 0 {
+	if in.draining && in.idle() {
 		d.lockedStop(in, d.cfg.Now())
 		return
 	}
@@ -189,7 +190,7 @@ func (d *Dispatcher) check(in *instance) {
 		d.lockedEnsureProgress(in.fn, now)
 		return
 	}
-	if in.draining && len(in.running) == 0 {
+	if in.draining && in.idle() {
 		d.lockedStop(in, now)
 		d.lockedGrant(now)
 		return
@@ -206,6 +207,8 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 		fn.stats.Completed++
 		if err := fn.g.pol.Complete(fn.idx, c.size, exec, max(output, minOutput)); err != nil {
 			d.cfg.Logger.Warn("profiler rejected a sample", "function", fn.decl.Name, "err", err)
+		} else {
+			d.lockedRecordExecution(fn, Execution{Size: c.size, Exec: exec, Output: max(output, minOutput)})
 		}
 	} else {
 		fn.stats.Abandoned++
@@ -214,7 +217,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 	d.lockedRemoveRunning(c)
 	switch {
 	case in.gone:
-	case in.draining && len(in.running) == 0:
+	case in.draining && in.idle():
 		d.lockedStop(in, now)
 		d.lockedGrant(now) // the room it frees goes to the most critical waiting
 	default:
@@ -266,7 +269,7 @@ func (d *Dispatcher) lockedFeed(in *instance, now time.Time) {
 func (f *function) lockedFreeInstance() *instance {
 	var best *instance
 	for _, in := range f.ready {
-		if in.draining || in.suspect || in.free() == 0 {
+		if in.draining || in.suspect || in.free() <= 0 {
 			continue
 		}
 		if best == nil || in.idleSince.After(best.idleSince) {
@@ -277,13 +280,13 @@ func (f *function) lockedFreeInstance() *instance {
 }
 
 func (f *function) counts() policy.Counts {
-	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len()}
+	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + f.peerQueued}
 	for _, in := range f.ready {
 		if in.draining {
 			continue
 		}
 		c.Live++
-		if len(in.running) == 0 {
+		if in.idle() {
 			c.Idle++
 		}
 	}

@@ -30,7 +30,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 func (d *Dispatcher) Plan() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
+	if d.closed || d.role == Follower {
 		return
 	}
 	now := d.cfg.Now()
@@ -38,6 +38,22 @@ func (d *Dispatcher) Plan() {
 		d.lockedPlanGroup(g, now)
 	}
 	d.lockedGrant(now)
+	if d.role == Leader {
+		d.lockedStopDrained(now)
+		d.lockedShareAll(now)
+	}
+}
+
+// lockedStopDrained stops, on a leader, the draining instances whose last
+// requests at other replicas have finished since they began to drain.
+func (d *Dispatcher) lockedStopDrained(now time.Time) {
+	for _, fn := range d.fns {
+		for _, in := range slices.Clone(fn.ready) {
+			if in.draining && in.idle() {
+				d.lockedStop(in, now)
+			}
+		}
+	}
 }
 
 func (d *Dispatcher) lockedPlanGroup(g *group, now time.Time) {
@@ -59,6 +75,9 @@ func (d *Dispatcher) lockedPlanGroup(g *group, now time.Time) {
 // lockedScaleUp starts up to n instances of fn within its maximum and the
 // capacity; what capacity holds back is remembered in want.
 func (d *Dispatcher) lockedScaleUp(fn *function, n int, now time.Time) {
+	if d.role == Follower {
+		return // the leader scales, from this replica's reports
+	}
 	n = min(n, fn.decl.MaxScale-fn.liveCount())
 	start := 0
 	for ; n > 0; n-- {
@@ -120,7 +139,7 @@ func (d *Dispatcher) lockedVictim(fn *function, idle bool) *instance {
 			continue
 		}
 		for _, in := range other.ready {
-			if in.draining || (len(in.running) == 0) != idle {
+			if in.draining || in.idle() != idle {
 				continue
 			}
 			if best == nil || other.decl.Criticality < best.fn.decl.Criticality ||
@@ -135,7 +154,7 @@ func (d *Dispatcher) lockedVictim(fn *function, idle bool) *instance {
 // lockedGrant hands free capacity to the functions capacity held back,
 // the most critical first.
 func (d *Dispatcher) lockedGrant(now time.Time) {
-	for d.cfg.Capacity == 0 || d.live < d.cfg.Capacity {
+	for d.role != Follower && (d.cfg.Capacity == 0 || d.live < d.cfg.Capacity) {
 		var best *function
 		for _, fn := range d.fns {
 			if fn.want > 0 && (best == nil || fn.decl.Criticality > best.decl.Criticality ||
@@ -167,7 +186,7 @@ func (d *Dispatcher) lockedRetire(fn *function, n int, now time.Time) {
 	for ; n > 0 && fn.liveCount() > fn.decl.MinScale; n-- {
 		var oldest *instance
 		for _, in := range fn.ready {
-			if !in.draining && len(in.running) == 0 && (oldest == nil || in.idleSince.Before(oldest.idleSince)) {
+			if !in.draining && in.idle() && (oldest == nil || in.idleSince.Before(oldest.idleSince)) {
 				oldest = in
 			}
 		}
@@ -184,7 +203,7 @@ func (d *Dispatcher) lockedReclaimIdle(fn *function, now time.Time) {
 		if fn.liveCount() <= fn.decl.MinScale {
 			return
 		}
-		if !in.draining && len(in.running) == 0 && !in.idleSince.After(limit) {
+		if !in.draining && in.idle() && !in.idleSince.After(limit) {
 			d.lockedStop(in, now)
 		}
 	}
@@ -207,7 +226,7 @@ func (d *Dispatcher) lockedStop(in *instance, now time.Time) {
 // lockedDrain stops an instance after its current requests.
 func (d *Dispatcher) lockedDrain(in *instance) {
 	in.draining = true
-	if len(in.running) == 0 {
+	if in.idle() {
 		d.lockedStop(in, d.cfg.Now())
 	}
 }
@@ -220,7 +239,27 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 		v.MaxWait = time.Duration(d.nanos(now) - enq)
 	}
 	v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
-	if !fn.g.pol.Detailed() {
+	detailed := fn.g.pol.Detailed()
+	if d.role == Leader {
+		d.lockedPeerView(fn, detailed, now, func(queued, _ bool, it PeerItem) {
+			if queued {
+				v.MaxWait = max(v.MaxWait, it.Age)
+			}
+			if !detailed {
+				return
+			}
+			pred := fn.g.pol.Estimate(fn.idx, it.Size)
+			if queued {
+				v.Queue = append(v.Queue, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
+				return
+			}
+			v.Running = append(v.Running, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
+			if in := d.byID[it.Instance]; in != nil && in.fn == fn && !in.draining {
+				v.Free = append(v.Free, max(0, pred-it.Age))
+			}
+		})
+	}
+	if !detailed {
 		return
 	}
 	for _, q := range fn.queue.Ordered(nil) {
@@ -238,7 +277,13 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 		if in.suspect {
 			continue // its free slots wait for its health check
 		}
-		for range in.free() {
+		free := in.free()
+		if d.role == Leader {
+			// Every slot no replica runs on is free to the plan, whoever
+			// it is granted to: grants follow demand.
+			free = fn.decl.Concurrency - len(in.running) - in.remote
+		}
+		for range free {
 			v.Free = append(v.Free, 0)
 		}
 	}
@@ -259,6 +304,10 @@ func (e events) Ready(inst backend.Instance) {
 	defer d.mu.Unlock()
 	now := d.cfg.Now()
 	fn, ok := d.fns[inst.Function]
+	if d.role == Follower {
+		d.lockedAdopt(fn, inst, now)
+		return
+	}
 	if !ok || d.closed || len(fn.startingAt) == 0 {
 		d.live--
 		d.be.Stop(inst)
@@ -271,6 +320,25 @@ func (e events) Ready(inst backend.Instance) {
 	fn.stats.Ready++
 	fn.stats.ColdStartSum += inst.ColdStart
 	in := &instance{Instance: inst, fn: fn, slots: fn.decl.Concurrency, idleSince: now}
+	if d.role == Leader {
+		in.slots = 0 // lockedShare grants them
+	}
+	fn.ready = append(fn.ready, in)
+	d.byID[inst.ID] = in
+	d.lockedFeed(in, now)
+	d.lockedShare(fn, now)
+}
+
+// lockedAdopt takes, on a follower, an instance the backend reports: the
+// leader started it, and grants the slots this replica may use on it.
+func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.Time) {
+	if fn == nil || d.closed || d.byID[inst.ID] != nil {
+		return
+	}
+	d.lockedAdvance(now)
+	d.live++
+	fn.stats.Ready++
+	in := &instance{Instance: inst, fn: fn, slots: min(d.fol.slots[inst.ID], fn.decl.Concurrency), idleSince: now}
 	fn.ready = append(fn.ready, in)
 	d.byID[inst.ID] = in
 	d.lockedFeed(in, now)
@@ -317,6 +385,10 @@ func (e events) Exited(inst backend.Instance, err error) {
 	fn := in.fn
 	fn.ready = slices.DeleteFunc(fn.ready, func(x *instance) bool { return x == in })
 	d.live--
+	if d.role == Follower && err == nil {
+		fn.stats.Stopped++ // the leader retired it
+		return
+	}
 	fn.stats.Crashes++
 	d.cfg.Logger.Warn("instance exited", "instance", inst.ID, "err", err)
 	if !d.closed {
@@ -355,7 +427,7 @@ func (d *Dispatcher) lockedMeasuredColdStart(fn *function, c time.Duration) {
 func (d *Dispatcher) lockedLookAhead(fn *function, now time.Time) {
 	g := fn.g
 	la, ok := g.pol.(lookAheader)
-	if !ok || fn.idx != 0 || len(g.chain) < 2 || now.Sub(g.lookedAt) < lookAheadGap {
+	if !ok || d.role == Follower || fn.idx != 0 || len(g.chain) < 2 || now.Sub(g.lookedAt) < lookAheadGap {
 		return
 	}
 	g.lookedAt = now
@@ -376,6 +448,8 @@ func (d *Dispatcher) Scale(name string, n int) error {
 	defer d.mu.Unlock()
 	fn, ok := d.fns[name]
 	switch {
+	case d.role != Solo:
+		return ErrScaledOut
 	case !ok:
 		return fmt.Errorf("%w: function %q", ErrNotFound, name)
 	case n < 0 || n > fn.decl.MaxScale:

@@ -54,8 +54,14 @@ type Options struct {
 	Workers int
 	// Resync is the EndpointSlice informer's resync period (default 10m).
 	Resync time.Duration
-	// OnClose is what Close does to the cluster objects.
+	// OnClose is what Close does to the cluster objects once the backend
+	// leads; a follower's Close leaves them to the replicas still serving.
 	OnClose CloseAction
+	// Follow starts the backend as a follower, for a replica of a
+	// scaled-out gateway that has not been elected: it writes nothing to
+	// the cluster and reports every routable endpoint as an instance,
+	// until Lead.
+	Follow bool
 	// NodeSelector, when set, is every function pod's nodeSelector: for
 	// a cluster whose nodes cannot all serve, such as process nodes
 	// (type=process) beside kwok's.
@@ -120,9 +126,16 @@ type Backend struct {
 	stop    chan struct{} // closed by Close: stops the informer and the sweeper
 	workers sync.WaitGroup
 
-	mu     sync.Mutex // guards fns and closed
+	// declMu keeps the declarations still while Lead writes them: Deploy
+	// and Undeploy hold it shared, Lead exclusively, so no function is
+	// registered, changed or forgotten between Lead's snapshot and its
+	// switch. It is taken before mu, never under it.
+	declMu sync.RWMutex
+
+	mu     sync.Mutex // guards fns, closed and follow
 	fns    map[string]*fnState
 	closed bool
+	follow bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -163,7 +176,7 @@ func newBackend(kube kubernetes.Interface, kinds map[string]workload, namespace 
 	b := &Backend{opts: opts, ns: namespace, kube: kube, kinds: kinds, out: newEventQueue(),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)),
-		ctx: ctx, cancel: cancel, stop: make(chan struct{}), fns: map[string]*fnState{}}
+		ctx: ctx, cancel: cancel, stop: make(chan struct{}), fns: map[string]*fnState{}, follow: opts.Follow}
 	if err := b.watchSlices(); err != nil {
 		cancel()
 		b.queue.ShutDown()
@@ -209,24 +222,35 @@ func (b *Backend) Attach(ev backend.Events) { b.out.attach(ev) }
 // workload starts at f.MinScale replicas, a head start on the starts the
 // dispatcher is about to ask for; an existing one keeps its count until
 // the worker, woken at the end, writes the backend's.
+//
+// A follower writes nothing: the leader owns the objects, and Lead writes
+// them should this replica take over. It only registers the function, so
+// that its endpoints are observed.
 func (b *Backend) Deploy(ctx context.Context, f stack.Function) error {
 	kind, err := kindOf(f)
 	if err != nil {
 		return err
 	}
+	b.declMu.RLock()
+	defer b.declMu.RUnlock()
 	if err := b.waitSynced(ctx); err != nil {
 		return fmt.Errorf("deploy %s: %w", f.Name, err)
 	}
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	if b.follow {
+		b.registerLocked(f)
+		b.mu.Unlock()
+		return nil
+	}
 	replicas := int32(f.MinScale)
 	if st, known := b.fns[f.Name]; known {
 		replicas = int32(max(st.live(), f.MinScale))
 	}
-	closed := b.closed
 	b.mu.Unlock()
-	if closed {
-		return ErrClosed
-	}
 	if err := b.applyObjects(ctx, f, kind, replicas); err != nil {
 		return err
 	}
@@ -317,15 +341,20 @@ func (b *Backend) applyService(ctx context.Context, f stack.Function) (bool, err
 // and the rest are spares. A new function starts from the endpoints
 // already there.
 func (b *Backend) register(f stack.Function) {
-	now := b.opts.Clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.registerLocked(f)
+}
+
+func (b *Backend) registerLocked(f stack.Function) {
 	if b.closed {
 		return
 	}
+	now := b.opts.Clock.Now()
 	st, ok := b.fns[f.Name]
 	if !ok {
 		st = newFnState(f)
+		st.follow = b.follow
 		b.fns[f.Name] = st
 		b.out.push(st.observe(b.viewLocked(f.Name), now)...)
 	}
@@ -334,19 +363,86 @@ func (b *Backend) register(f stack.Function) {
 }
 
 // Undeploy forgets the function, failing its pending starts and ending
-// its instances, and deletes its workload and Service.
+// its instances, and deletes its workload and Service. A follower deletes
+// nothing: the objects are the leader's to remove.
 func (b *Backend) Undeploy(ctx context.Context, name string) error {
+	b.declMu.RLock()
+	defer b.declMu.RUnlock()
 	b.mu.Lock()
 	st, ok := b.fns[name]
 	if ok {
 		delete(b.fns, name)
 		b.out.push(st.forget(fmt.Errorf("%w: %q", backend.ErrNotDeployed, name))...)
 	}
+	follow := b.follow
 	b.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", backend.ErrNotDeployed, name)
 	}
+	if follow {
+		return nil
+	}
 	return b.deleteObjects(ctx, name)
+}
+
+// Lead makes a following backend lead, for the replica just elected: it
+// writes every registered function's Service and workload as Deploy
+// would, then wakes each function's worker to write its replica count.
+// The instances adopted while following stay reported and are counted, so
+// the first count written keeps the pods that are serving; from then on
+// the backend behaves as one created without Follow. Lead on a backend
+// that already leads does nothing. If a write fails, the backend still
+// follows, and Lead may be called again: switching with some objects
+// unwritten would have the workers scale objects that may not exist.
+func (b *Backend) Lead(ctx context.Context) error {
+	b.declMu.Lock()
+	defer b.declMu.Unlock()
+	type apply struct {
+		f        stack.Function
+		replicas int32
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	if !b.follow {
+		b.mu.Unlock()
+		return nil
+	}
+	todo := make([]apply, 0, len(b.fns))
+	for _, name := range sortedKeys(b.fns) {
+		st := b.fns[name]
+		todo = append(todo, apply{f: st.decl, replicas: st.target()})
+	}
+	b.mu.Unlock()
+
+	// Close cancels b.ctx: a Lead it overtakes must stop writing rather
+	// than recreate or rescale what Close has just left alone.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.ctx, cancel)()
+	for _, a := range todo {
+		kind, err := kindOf(a.f)
+		if err != nil {
+			return fmt.Errorf("lead: %w", err)
+		}
+		if err := b.applyObjects(ctx, a.f, kind, a.replicas); err != nil {
+			return fmt.Errorf("lead: %w", err)
+		}
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.follow = false
+	for name, st := range b.fns {
+		st.lead()
+		b.queue.Add(name)
+	}
+	return nil
 }
 
 func (b *Backend) deleteObjects(ctx context.Context, name string) error {
@@ -382,7 +478,8 @@ func (b *Backend) deleteService(ctx context.Context, name string) error {
 
 // Start asks for n more instances. It only books them and wakes the
 // function's worker: the dispatcher calls it under its lock, so it must
-// neither block on the API nor deliver events itself.
+// neither block on the API nor deliver events itself. A follower fails
+// each start with ErrFollower.
 func (b *Backend) Start(function string, n int) {
 	if n <= 0 {
 		return
@@ -407,6 +504,8 @@ func (b *Backend) Start(function string, n int) {
 
 // Stop takes an instance out: its pod is retired and the replica count
 // lowered by the function's worker; Exited follows when its endpoint goes.
+// A follower ignores it (see fnState.stop): the leader decides which pods
+// go, and the instance's Exited still follows when one does.
 func (b *Backend) Stop(inst backend.Instance) {
 	now := b.opts.Clock.Now()
 	b.mu.Lock()
@@ -477,7 +576,9 @@ func (b *Backend) sweep(now time.Time) {
 
 // Close ends the backend: pending starts fail, instances are reported
 // exited, the workers and the informer stop, and the cluster objects are
-// treated as OnClose says, all bounded by ctx.
+// treated as OnClose says, all bounded by ctx. A follower leaves the
+// objects as they are whatever OnClose says: the other replicas still
+// serve from them.
 func (b *Backend) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if b.closed {
@@ -487,7 +588,9 @@ func (b *Backend) Close(ctx context.Context) error {
 	b.closed = true
 	names := make([]string, 0, len(b.fns))
 	for _, name := range sortedKeys(b.fns) {
-		names = append(names, name)
+		if !b.follow {
+			names = append(names, name)
+		}
 		b.out.push(b.fns[name].forget(ErrClosed)...)
 	}
 	kinds := map[string]workload{}

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,158 @@ func TestCloseKeepLeavesTheCluster(t *testing.T) {
 	}
 	if h.rt.lastScale("stay") != 1 {
 		t.Errorf("calls %v: CloseKeep must not scale", h.rt.log())
+	}
+}
+
+// clusterWrites lists the writes the backend made through the clientset
+// as "VERB RESOURCE", leaving out the EndpointSlices the tests write.
+func (h *harness) clusterWrites() []string {
+	var out []string
+	for _, a := range h.kube.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			continue
+		}
+		if a.GetResource().Resource == "endpointslices" {
+			continue
+		}
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+// seen waits until the backend's view of fn holds pod, so a test can
+// tell an event that did not come from one that has not come yet.
+func (h *harness) seen(t *testing.T, fn, pod string) {
+	t.Helper()
+	eventually(t, fn+" seeing "+pod, func() bool {
+		h.b.mu.Lock()
+		defer h.b.mu.Unlock()
+		st, ok := h.b.fns[fn]
+		if !ok {
+			return false
+		}
+		_, ok = st.view[pod]
+		return ok
+	})
+}
+
+// A follower routes to the leader's pods and writes nothing: not on
+// Deploy, Start, Stop, Undeploy or Close, whatever OnClose says.
+func TestFollowerWritesNothingAndReportsEveryEndpoint(t *testing.T) {
+	h := newHarness(t, Options{Follow: true, OnClose: CloseDelete})
+	f := testFn("shared")
+	f.MinScale = 2
+	h.deploy(t, f)
+	h.deploy(t, testFn("dropped"))
+	h.putSlice(t, "shared", "shared-x1", ep("shared-a", "10.0.0.1", nil, nil), ep("shared-b", "10.0.0.2", nil, nil))
+	h.waitEvents(t, "ready:shared-a", "ready:shared-b")
+	if a := h.readyInstance(t, "shared-a"); a.Addr != "10.0.0.1:8080" || a.ColdStart != 0 {
+		t.Errorf("instance %+v, want shared-a at 10.0.0.1:8080 with no cold start", a)
+	}
+
+	h.start(t, "shared", 1)
+	h.stop(t, h.readyInstance(t, "shared-a"))
+	h.waitEvents(t, "ready:shared-a", "ready:shared-b", "failed")
+	if err := h.rec.all()[2].err; !errors.Is(err, ErrFollower) {
+		t.Errorf("failure %v, want ErrFollower", err)
+	}
+	// The leader retired shared-a: a clean exit, not a lost instance.
+	h.putSlice(t, "shared", "shared-x1", ep("shared-b", "10.0.0.2", nil, nil))
+	h.waitEvents(t, "ready:shared-a", "ready:shared-b", "failed", "exited:shared-a")
+
+	if err := h.b.Undeploy(context.Background(), "dropped"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEvents(t, "ready:shared-a", "ready:shared-b", "failed", "exited:shared-a", "exited:shared-b")
+	if rt, dep, kube := h.rt.log(), h.dep.log(), h.clusterWrites(); len(rt)+len(dep)+len(kube) != 0 {
+		t.Errorf("a follower wrote: rtresource %v, deployment %v, clientset %v", rt, dep, kube)
+	}
+}
+
+// The elected replica writes the objects it never wrote while following,
+// and its first count keeps exactly the pods it adopted.
+func TestLeadWritesTheObjectsAndCountsTheAdoptedInstances(t *testing.T) {
+	h := newHarness(t, Options{Follow: true})
+	f := testFn("took")
+	f.MinScale = 1
+	h.deploy(t, f)
+	h.putSlice(t, "took", "took-x1", ep("took-a", "10.0.0.1", nil, nil), ep("took-b", "10.0.0.2", nil, nil))
+	h.waitEvents(t, "ready:took-a", "ready:took-b")
+	if err := h.b.Lead(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitScale(t, h.rt, "took", 2)
+	if calls := h.rt.log(); calls[0] != "apply:took:2" {
+		t.Errorf("rtresource calls %v, want an apply at the 2 adopted instances first", calls)
+	}
+	if _, err := h.kube.CoreV1().Services(testNS).Get(context.Background(), "took", metav1.GetOptions{}); err != nil {
+		t.Errorf("service after lead: %v", err)
+	}
+
+	// A leader's new endpoint is a spare for the next start.
+	h.putSlice(t, "took", "took-x1", ep("took-a", "10.0.0.1", nil, nil), ep("took-b", "10.0.0.2", nil, nil),
+		ep("took-c", "10.0.0.3", nil, nil))
+	h.seen(t, "took", "took-c")
+	if got := h.rec.summary(); len(got) != 2 {
+		t.Fatalf("events %v: a leader must not adopt a new endpoint nobody asked for", got)
+	}
+	h.start(t, "took", 1)
+	h.waitEvents(t, "ready:took-a", "ready:took-b", "ready:took-c")
+	waitScale(t, h.rt, "took", 3)
+
+	// An adopted instance that goes on its own is now a loss.
+	h.putSlice(t, "took", "took-x1", ep("took-b", "10.0.0.2", nil, nil), ep("took-c", "10.0.0.3", nil, nil))
+	h.waitEvents(t, "ready:took-a", "ready:took-b", "ready:took-c", "crashed:took-a")
+	waitScale(t, h.rt, "took", 2)
+
+	if err := h.b.Lead(context.Background()); err != nil {
+		t.Errorf("second lead: %v, want nil", err)
+	}
+	if n := len(slices.DeleteFunc(h.rt.log(), func(c string) bool { return !strings.HasPrefix(c, "apply:") })); n != 1 {
+		t.Errorf("calls %v: a second Lead must write nothing", h.rt.log())
+	}
+	// A leader closes as configured: here, the default scale to zero.
+	if err := h.b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.rt.lastScale("took") != 0 {
+		t.Errorf("calls %v, want the leader's Close to scale to 0", h.rt.log())
+	}
+}
+
+// A Lead that could not write every object leaves the backend following,
+// so no worker scales an object that may not exist, and it can be retried.
+func TestFailedLeadKeepsFollowingAndCanBeRetried(t *testing.T) {
+	h := newHarness(t, Options{Follow: true})
+	h.deploy(t, testFn("again"))
+	h.putSlice(t, "again", "again-x1", ep("again-a", "10.0.0.1", nil, nil))
+	h.waitEvents(t, "ready:again-a")
+	h.rt.mu.Lock()
+	h.rt.applyErr = apierrors.NewForbidden(schema.GroupResource{Group: "gantry.dev", Resource: "rtresources"}, "again", errors.New("rbac"))
+	h.rt.mu.Unlock()
+	if err := h.b.Lead(context.Background()); !apierrors.IsForbidden(err) {
+		t.Fatalf("lead: %v, want the workload's Forbidden", err)
+	}
+	h.start(t, "again", 1)
+	h.waitEvents(t, "ready:again-a", "failed")
+	if err := h.rec.all()[1].err; !errors.Is(err, ErrFollower) {
+		t.Errorf("start after a failed lead: %v, want ErrFollower", err)
+	}
+
+	h.rt.mu.Lock()
+	h.rt.applyErr = nil
+	h.rt.mu.Unlock()
+	if err := h.b.Lead(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitScale(t, h.rt, "again", 1)
+	if n := strings.Count(strings.Join(h.rt.log(), " "), "scale:"); n != 1 {
+		t.Errorf("calls %v: the only count written must be the leader's", h.rt.log())
 	}
 }

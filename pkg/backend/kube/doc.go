@@ -43,6 +43,25 @@
 // is deleted. Exited(nil) follows when its endpoint goes; if it is still
 // routable after StopGrace, the pod is deleted outright.
 //
+// # Follow and lead
+//
+// A scaled-out gateway runs several replicas, each with its own backend,
+// in front of the same pods; one, elected elsewhere, decides. The others
+// are created with Options.Follow: they write nothing to the cluster
+// (Deploy only registers the function so its endpoints are watched, and
+// Undeploy and Close leave the objects alone, whatever OnClose says),
+// report every routable endpoint Ready at once with no cold start, and
+// report one that goes Exited(nil), since the leader retired it. Start
+// fails with ErrFollower; Stop is ignored, and the instance's Exited
+// comes when the leader removes its pod.
+//
+// Lead switches a follower to leading, once: it writes every function's
+// objects as Deploy would, then the workers write the counts. The
+// instances adopted while following stay reported and are counted, so
+// the pods serving stay; pods still starting for the old leader are not
+// counted, and go. From then on the backend behaves as one that never
+// followed: new endpoints only answer starts.
+//
 // Events are delivered in order on one goroutine of the backend's own,
 // never under its lock.
 package kube

@@ -20,6 +20,10 @@ var (
 	ErrEndpointGone = errors.New("endpoint removed or not ready")
 	// ErrClosed fails the starts still pending when the backend closes.
 	ErrClosed = errors.New("kubernetes backend closed")
+	// ErrFollower fails a start asked of a backend that follows: another
+	// gateway replica owns the replica counts, and a second writer would
+	// undo its decisions.
+	ErrFollower = errors.New("this gateway replica follows: the leader scales")
 )
 
 // event is one report for the dispatcher. Events are produced under the
@@ -60,6 +64,11 @@ type fnState struct {
 	// retire lists pods the worker must remove (or mark cheapest to
 	// remove) before it next writes the replica count.
 	retire []retirement
+	// follow is set while another gateway replica decides. Nothing here
+	// asks for pods then, so every routable endpoint is an instance as
+	// soon as it is seen, and one that goes was retired by the leader,
+	// which is a clean exit rather than a loss.
+	follow bool
 }
 
 // stopEntry is a stopped instance whose endpoint has not gone yet.
@@ -96,8 +105,18 @@ func (s *fnState) target() int32 { return int32(max(s.live(), s.decl.MinScale)) 
 func (s *fnState) live() int { return len(s.reported) + len(s.pending) }
 
 // start records n requested starts and answers as many as spare ready
-// endpoints allow at once.
+// endpoints allow at once. A follower fails them at once: a start it
+// booked would count towards a replica count it never writes, and no
+// endpoint is left to answer it, since it adopts them all.
 func (s *fnState) start(n int, now time.Time) []event {
+	if s.follow {
+		evs := make([]event, 0, n)
+		for range n {
+			evs = append(evs, event{kind: evFailed, function: s.decl.Name,
+				err: fmt.Errorf("function %s: %w", s.decl.Name, ErrFollower)})
+		}
+		return evs
+	}
 	for range n {
 		s.pending = append(s.pending, now)
 	}
@@ -105,8 +124,9 @@ func (s *fnState) start(n int, now time.Time) []event {
 }
 
 // observe replaces the routable view. Reported instances whose endpoint
-// went are Exited with an error; stopped ones whose endpoint went are
-// Exited cleanly; then new endpoints answer pending starts.
+// went are Exited with an error (cleanly in follow mode); stopped ones
+// whose endpoint went are Exited cleanly; then new endpoints answer
+// pending starts, or in follow mode are all adopted.
 func (s *fnState) observe(view map[string]string, now time.Time) []event {
 	s.view = view
 	var evs []event
@@ -114,8 +134,11 @@ func (s *fnState) observe(view map[string]string, now time.Time) []event {
 		inst := s.reported[pod]
 		if addr, ok := view[pod]; !ok || addr != inst.Addr {
 			delete(s.reported, pod)
-			evs = append(evs, event{kind: evExited, inst: inst,
-				err: fmt.Errorf("instance %s at %s: %w", pod, inst.Addr, ErrEndpointGone)})
+			var err error
+			if !s.follow {
+				err = fmt.Errorf("instance %s at %s: %w", pod, inst.Addr, ErrEndpointGone)
+			}
+			evs = append(evs, event{kind: evExited, inst: inst, err: err})
 		}
 	}
 	for _, pod := range sortedKeys(s.stopping) {
@@ -129,11 +152,12 @@ func (s *fnState) observe(view map[string]string, now time.Time) []event {
 
 // claim pairs pending starts, oldest first, with spare endpoints: ready
 // ones that are neither reported nor stopping. Spares come in name order
-// so the outcome does not depend on map order.
+// so the outcome does not depend on map order. A follower claims every
+// spare with no start behind it, hence no cold start to measure.
 func (s *fnState) claim(now time.Time) []event {
 	var evs []event
 	for _, pod := range sortedKeys(s.view) {
-		if len(s.pending) == 0 {
+		if len(s.pending) == 0 && !s.follow {
 			break
 		}
 		if _, taken := s.reported[pod]; taken {
@@ -142,13 +166,21 @@ func (s *fnState) claim(now time.Time) []event {
 		if _, taken := s.stopping[pod]; taken {
 			continue
 		}
-		inst := backend.Instance{ID: pod, Function: s.decl.Name, Addr: s.view[pod], ColdStart: now.Sub(s.pending[0])}
-		s.pending = s.pending[1:]
+		inst := backend.Instance{ID: pod, Function: s.decl.Name, Addr: s.view[pod]}
+		if !s.follow {
+			inst.ColdStart = now.Sub(s.pending[0])
+			s.pending = s.pending[1:]
+		}
 		s.reported[pod] = inst
 		evs = append(evs, event{kind: evReady, inst: inst})
 	}
 	return evs
 }
+
+// lead ends follow mode. The instances adopted so far stay reported, so
+// they count towards the replica count the new leader writes; endpoints
+// seen from now on are spares that only answer starts.
+func (s *fnState) lead() { s.follow = false }
 
 // expire fails the pending starts asked for at or before deadline.
 func (s *fnState) expire(deadline time.Time, timeout time.Duration) []event {
@@ -174,8 +206,15 @@ func (s *fnState) failPending(err error) []event {
 
 // stop moves a reported instance to stopping and queues its pod for
 // retirement. It reports false for an instance it does not know (already
-// exited, or never reported), which needs nothing further.
+// exited, or never reported), which needs nothing further. A follower
+// ignores it: only the leader retires pods, and the instance staying
+// reported is what keeps the accounting whole, since its Exited then
+// comes, like any other's, when the leader's retirement removes its
+// endpoint.
 func (s *fnState) stop(inst backend.Instance, now time.Time) bool {
+	if s.follow {
+		return false
+	}
 	known, ok := s.reported[inst.ID]
 	if !ok {
 		return false

@@ -217,3 +217,89 @@ func TestTargetNeverGoesBelowTheMinimum(t *testing.T) {
 		t.Errorf("target %d after the starts failed, want the minimum 2", s.target())
 	}
 }
+
+func newFollowState() *fnState {
+	s := newTestState()
+	s.follow = true
+	return s
+}
+
+// A follower asked for nothing, yet must route to every pod the leader
+// runs: each routable endpoint is an instance as soon as it is seen.
+func TestFollowerAdoptsEveryRoutableEndpoint(t *testing.T) {
+	s := newFollowState()
+	evs := s.observe(map[string]string{"b": "10.0.0.2:8080", "a": "10.0.0.1:8080"}, t0.Add(time.Minute))
+	wantEvents(t, evs, "ready:a", "ready:b")
+	for _, e := range evs {
+		if e.inst.ColdStart != 0 || e.inst.Function != "fn" {
+			t.Errorf("instance %+v, want fn with no cold start: no start of this replica's is behind it", e.inst)
+		}
+	}
+	if len(s.reported) != 2 {
+		t.Errorf("%d reported, want both adopted instances", len(s.reported))
+	}
+	// Seen again, they are the same instances.
+	wantEvents(t, s.observe(map[string]string{"a": "10.0.0.1:8080", "b": "10.0.0.2:8080"}, t0.Add(2*time.Minute)))
+}
+
+// In follow mode the leader retired the pod: its going is no failure.
+func TestFollowerReportsAVanishedEndpointAsACleanExit(t *testing.T) {
+	s := newFollowState()
+	s.observe(map[string]string{"a": "10.0.0.1:8080", "b": "10.0.0.2:8080"}, t0)
+	wantEvents(t, s.observe(map[string]string{"b": "10.0.0.2:8080"}, t0), "exited:a")
+	// An address change is the old instance leaving and a new one coming.
+	wantEvents(t, s.observe(map[string]string{"b": "10.0.0.7:8080"}, t0), "exited:b", "ready:b")
+	if s.reported["b"].Addr != "10.0.0.7:8080" {
+		t.Errorf("instance %+v, want the new address", s.reported["b"])
+	}
+}
+
+func TestFollowerFailsStartsAndIgnoresStops(t *testing.T) {
+	s := newFollowState()
+	evs := s.observe(map[string]string{"a": "10.0.0.1:8080"}, t0)
+	starts := s.start(2, t0)
+	wantEvents(t, starts, "failed", "failed")
+	for _, e := range starts {
+		if !errors.Is(e.err, ErrFollower) || e.function != "fn" {
+			t.Errorf("failure %q: %v, want ErrFollower", e.function, e.err)
+		}
+	}
+	if len(s.pending) != 0 {
+		t.Errorf("%d pending after a follower's failed starts, want none", len(s.pending))
+	}
+	if s.stop(evs[0].inst, t0) {
+		t.Error("a follower's stop reported work for the worker")
+	}
+	if _, ok := s.reported["a"]; !ok || len(s.stopping) != 0 || len(s.takeRetire()) != 0 {
+		t.Errorf("after a follower's stop: reported %v, stopping %v; want it still reported and nothing retired", s.reported, s.stopping)
+	}
+}
+
+// After the switch the adopted instances are the new leader's to count
+// and stop, and the rules are the leader's: new endpoints are spares, and
+// an instance that goes on its own is a crash.
+func TestLeadKeepsAdoptedInstancesAndMakesNewEndpointsSpares(t *testing.T) {
+	s := newFollowState()
+	s.decl.MinScale = 1
+	s.observe(map[string]string{"a": "10.0.0.1:8080", "b": "10.0.0.2:8080"}, t0)
+	s.lead()
+	if s.target() != 2 {
+		t.Fatalf("target %d after lead, want the 2 adopted instances", s.target())
+	}
+	wantEvents(t, s.observe(map[string]string{"a": "10.0.0.1:8080", "b": "10.0.0.2:8080", "c": "10.0.0.3:8080"}, t0))
+	if s.target() != 2 {
+		t.Errorf("target %d with a spare, want 2: spares are not counted", s.target())
+	}
+	wantEvents(t, s.start(1, t0), "ready:c")
+	evs := s.observe(map[string]string{"b": "10.0.0.2:8080", "c": "10.0.0.3:8080"}, t0)
+	wantEvents(t, evs, "crashed:a")
+	if !errors.Is(evs[0].err, ErrEndpointGone) {
+		t.Errorf("crash error %v, want ErrEndpointGone", evs[0].err)
+	}
+	if !s.stop(s.reported["b"], t0) {
+		t.Error("stop of an adopted instance after lead reported it unknown")
+	}
+	if r := s.takeRetire(); len(r) != 1 || r[0].pod != "b" {
+		t.Errorf("retire %+v, want pod b", r)
+	}
+}

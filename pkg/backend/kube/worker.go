@@ -67,11 +67,15 @@ func (b *Backend) sync(name string) error {
 	}
 }
 
+// job reads what sync must do, and reports false when it must do nothing:
+// the function is gone, the backend closed, or it follows (the leader
+// writes the counts and retires the pods; Lead wakes every function when
+// that becomes this backend's job).
 func (b *Backend) job(name string) (syncJob, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st, ok := b.fns[name]
-	if !ok || b.closed {
+	if !ok || b.closed || b.follow {
 		return syncJob{}, false
 	}
 	return syncJob{w: b.kinds[kindOrDefault(st.decl.Kind)], retire: st.takeRetire(), target: st.target()}, true

@@ -1,0 +1,389 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+func TestShareTargets(t *testing.T) {
+	for _, tc := range []struct {
+		demand []int
+		slots  int
+		want   []int
+	}{
+		{[]int{0, 0}, 2, []int{1, 1}},
+		{[]int{0, 0}, 1, []int{1, 0}},
+		{[]int{0, 0, 0}, 4, []int{2, 1, 1}},
+		{[]int{10, 1}, 2, []int{1, 1}}, // one each before proportion
+		{[]int{10, 0}, 4, []int{4, 0}},
+		{[]int{1, 3}, 8, []int{3, 5}}, // 1+1 each, then 1.5 and 4.5: the tie to the first
+		{[]int{5, 5, 5}, 1, []int{1, 0, 0}},
+		{[]int{0, 7}, 3, []int{0, 3}},
+		{[]int{3}, 0, []int{0}},
+	} {
+		got := shareTargets(tc.demand, tc.slots)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("shareTargets(%v, %d) = %v, want %v", tc.demand, tc.slots, got, tc.want)
+		}
+	}
+	// Whatever the demand, every slot goes to someone, once.
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		demand := make([]int, 1+r.IntN(6))
+		for i := range demand {
+			if r.IntN(3) > 0 {
+				demand[i] = r.IntN(50)
+			}
+		}
+		slots := r.IntN(40)
+		got := shareTargets(demand, slots)
+		if sum(got) != slots {
+			t.Fatalf("shareTargets(%v, %d) = %v hands out %d", demand, slots, got, sum(got))
+		}
+		for i := range got {
+			if got[i] < 0 || sum(demand) > 0 && demand[i] == 0 && got[i] > 0 {
+				t.Fatalf("shareTargets(%v, %d) = %v", demand, slots, got)
+			}
+		}
+	}
+}
+
+// replicas is a leader and followers in one process: the leader's backend
+// tells every follower of the instances it starts and stops, as their
+// own backends would from the EndpointSlices, and sync exchanges a grant
+// and a report with one follower.
+type replicas struct {
+	be        *fakeBackend
+	leader    *Dispatcher
+	followers map[string]*Dispatcher
+	// lose drops a report on its way back, as a timed-out sync would.
+	lose func() bool
+}
+
+func newReplicas(t *testing.T, cfg Config, n int, fns ...stack.Function) *replicas {
+	t.Helper()
+	rs := &replicas{be: newFake(true), followers: map[string]*Dispatcher{}, lose: func() bool { return false }}
+	lcfg := cfg
+	lcfg.Role = Follower
+	rs.leader = newScaledOut(t, lcfg, rs.be, fns...)
+	for i := range n {
+		fcfg := cfg
+		fcfg.Role = Follower
+		fcfg.NewPolicy = nil
+		d := newScaledOut(t, fcfg, &followBackend{}, fns...)
+		rs.followers[fmt.Sprintf("gw-%d", i)] = d
+		rs.be.mirrors = append(rs.be.mirrors, events{d})
+	}
+	if err := rs.leader.Lead(); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 0, n)
+	for id := range rs.followers {
+		ids = append(ids, id)
+	}
+	if err := rs.leader.SetPeers(ids); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func newScaledOut(t *testing.T, cfg Config, be backend.Backend, fns ...stack.Function) *Dispatcher {
+	t.Helper()
+	d, err := New(cfg, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Load(context.Background(), &stack.Stack{Functions: fns}); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (rs *replicas) sync(t *testing.T, id string) {
+	g, ok := rs.leader.GrantFor(id)
+	if !ok {
+		t.Errorf("the leader has no grant for %s", id)
+		return
+	}
+	rep, err := rs.followers[id].Sync(g)
+	if err != nil {
+		t.Errorf("sync %s: %v", id, err)
+		return
+	}
+	if rs.lose() {
+		return
+	}
+	if err := rs.leader.Fold(id, rep); err != nil {
+		t.Errorf("fold %s: %v", id, err)
+	}
+}
+
+func (rs *replicas) syncAll(t *testing.T) {
+	for id := range rs.followers {
+		rs.sync(t, id)
+	}
+}
+
+// followBackend is a follower's: the test's leader backend reports its
+// instances, and a follower never asks for any.
+type followBackend struct{ fakeBackend }
+
+func (b *followBackend) Start(fn string, n int) {
+	panic(fmt.Sprintf("a follower started %d of %s", n, fn))
+}
+func (b *followBackend) Stop(backend.Instance) {}
+
+// The point of slots: requests from every replica at once, instances
+// coming and going, grants moving with demand, reports lost on the way,
+// and still no instance ever runs more requests than its concurrency,
+// and every request is served.
+func TestReplicasNeverOverloadAnInstance(t *testing.T) {
+	f := decl("f", 50)
+	f.Concurrency = 2
+	f.MaxScale = 6
+	f.MaxQueue = 100000
+	rs := newReplicas(t, Config{Tick: time.Millisecond, IdleTimeout: 20 * time.Millisecond}, 2, f)
+	var lost atomic.Int64
+	rs.lose = func() bool { return lost.Add(1)%9 == 0 }
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go rs.leader.Run(ctx)
+	go func() {
+		for ctx.Err() == nil {
+			rs.syncAll(t)
+			// Stronger than what the workers see: the slots every replica
+			// may use, or uses past its grant, never add up to more than
+			// the instance has.
+			total := map[string]int{}
+			for _, d := range []*Dispatcher{rs.leader, rs.followers["gw-0"], rs.followers["gw-1"]} {
+				for id, n := range slotsOf(d) {
+					total[id] += n
+				}
+			}
+			for id, n := range total {
+				if n > f.Concurrency {
+					t.Errorf("instance %s: replicas hold %d slots (leader %v, followers %v %v)", id, n, slotsOf(rs.leader), slotsOf(rs.followers["gw-0"]), slotsOf(rs.followers["gw-1"]))
+				}
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+
+	var mu sync.Mutex
+	inflight := map[string]int{}
+	worst := 0
+	ds := []*Dispatcher{rs.leader, rs.followers["gw-0"], rs.followers["gw-1"]}
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	const workers, each = 24, 40
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for range each {
+				// Replicas get uneven, shifting load, so slots must move.
+				d := ds[r.IntN(len(ds))]
+				if w%3 == 0 {
+					d = ds[0]
+				}
+				actx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				l, err := d.Acquire(actx, req("f"))
+				cancel()
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				mu.Lock()
+				inflight[l.Instance.ID]++
+				worst = max(worst, inflight[l.Instance.ID])
+				mu.Unlock()
+				time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
+				mu.Lock()
+				inflight[l.Instance.ID]--
+				mu.Unlock()
+				l.Release(time.Duration(100+r.IntN(200))*time.Microsecond, 10)
+				served.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if worst > f.Concurrency {
+		t.Fatalf("an instance ran %d requests at once; its concurrency is %d", worst, f.Concurrency)
+	}
+	if served.Load() != workers*each {
+		t.Fatalf("served %d of %d", served.Load(), workers*each)
+	}
+	for id, d := range rs.followers {
+		st, _ := d.Function("f")
+		if st.Stats.Accepted == 0 || st.Stats.Completed != st.Stats.Accepted {
+			t.Errorf("%s: %+v", id, st.Stats)
+		}
+	}
+}
+
+// countingPolicy counts what reaches the leader's policy.
+type countingPolicy struct {
+	policy.Policy
+	arrivals, completions atomic.Int64
+}
+
+func (c *countingPolicy) Arrive(now time.Time, fn int, size float64, n policy.Counts) int {
+	c.arrivals.Add(1)
+	return c.Policy.Arrive(now, fn, size, n)
+}
+
+func (c *countingPolicy) Complete(fn int, size float64, exec time.Duration, out float64) error {
+	c.completions.Add(1)
+	return c.Policy.Complete(fn, size, exec, out)
+}
+
+// Every arrival and execution at a follower reaches the leader's policy
+// exactly once, even when reports are lost on the way back: the follower
+// sends what the leader has not acknowledged again.
+func TestFollowerSamplesReachTheLeaderOnce(t *testing.T) {
+	var pol *countingPolicy
+	cfg := Config{NewPolicy: func(name string, spec policy.Spec) (policy.Policy, error) {
+		p, err := policy.New(name, spec)
+		pol = &countingPolicy{Policy: p}
+		return pol, err
+	}}
+	f := decl("f", 0)
+	f.MinScale = 1
+	rs := newReplicas(t, cfg, 1, f)
+	fol := rs.followers["gw-0"]
+	// One instance, which the follower gets a slot on: the leader has no
+	// demand of its own.
+	rs.leader.Plan()
+	waitFor(t, func() bool { st, _ := fol.Function("f"); return st.Available == 1 })
+	var lost atomic.Int64
+	rs.lose = func() bool { return lost.Add(1)%2 == 0 }
+	base := pol.arrivals.Load()
+	ctx, stop := context.WithCancel(context.Background())
+	syncing := make(chan struct{})
+	go func() {
+		defer close(syncing)
+		for ctx.Err() == nil {
+			rs.syncAll(t)
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	const n = 25
+	for range n {
+		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l, err := fol.Acquire(actx, req("f"))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release(time.Millisecond, 10)
+	}
+	stop()
+	<-syncing
+	rs.lose = func() bool { return false }
+	for range 2 {
+		rs.syncAll(t)
+	}
+	if got := pol.arrivals.Load() - base; got != n {
+		t.Errorf("the leader's policy saw %d of the follower's %d arrivals", got, n)
+	}
+	if got := pol.completions.Load(); got != n {
+		t.Errorf("the leader's policy saw %d of the follower's %d executions", got, n)
+	}
+}
+
+// A follower asks for no instance: a request there with none waits for
+// the leader, which sees it queued in the report and starts one.
+func TestTheLeaderStartsInstancesForAFollowersQueue(t *testing.T) {
+	f := decl("f", 0)
+	f.MinScale = 0
+	rs := newReplicas(t, Config{}, 1, f)
+	fol := rs.followers["gw-0"]
+	got := make(chan error, 1)
+	go func() {
+		l, err := fol.Acquire(context.Background(), req("f"))
+		if err == nil {
+			l.Release(time.Millisecond, 1)
+		}
+		got <- err
+	}()
+	waitFor(t, func() bool { st, _ := fol.Function("f"); return st.Queued == 1 })
+	if rs.be.started("f") != 0 {
+		t.Fatal("started an instance before the leader heard of the request")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rs.syncAll(t)
+		rs.leader.Plan()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs.be.started("f") == 0 {
+				t.Fatal("served without the leader starting an instance")
+			}
+			return
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the follower's request was never served")
+		}
+	}
+}
+
+// What would make replicas disagree is refused on every replica, and a
+// sync reaches only followers.
+func TestScaledOutRefusesWhatOnlyOneReplicaCouldDo(t *testing.T) {
+	f := decl("f", 0)
+	rs := newReplicas(t, Config{}, 1, f)
+	for name, d := range map[string]*Dispatcher{"leader": rs.leader, "follower": rs.followers["gw-0"]} {
+		g := decl("g", 0)
+		for what, err := range map[string]error{
+			"deploy": d.Deploy(context.Background(), g),
+			"update": d.Update(context.Background(), f),
+			"remove": d.Remove(context.Background(), "f"),
+			"scale":  d.Scale("f", 3),
+			"app":    d.DeployApp(stack.App{Name: "a", Functions: []string{"f"}}),
+		} {
+			if !errors.Is(err, ErrScaledOut) {
+				t.Errorf("%s: %s = %v, want ErrScaledOut", name, what, err)
+			}
+		}
+	}
+	if _, err := rs.leader.Sync(Grant{}); !errors.Is(err, ErrNotFollower) {
+		t.Errorf("sync to the leader = %v", err)
+	}
+	if _, err := rs.followers["gw-0"].Sync(Grant{Slots: map[string]int{"x": -1}}); err == nil {
+		t.Error("a negative grant was accepted")
+	}
+	if err := rs.leader.Fold("gw-0", Report{Functions: map[string]*FunctionReport{"f": {Arrivals: []float64{-1}}}}); err == nil {
+		t.Error("a negative arrival size was accepted")
+	}
+	if _, err := New(Config{Role: Leader}, newFake(false)); err == nil {
+		t.Error("a dispatcher started as leader")
+	}
+}
+
+// slotsOf is what each instance's slots look like from one replica.
+func slotsOf(d *Dispatcher) map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for id, in := range d.byID {
+		if !in.gone {
+			out[id] = max(in.slots, len(in.running))
+		}
+	}
+	return out
+}
