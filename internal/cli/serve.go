@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"gantry.dev/gantry/pkg/backend"
@@ -18,6 +20,7 @@ import (
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/gateway"
 	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/scaleout"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -99,6 +102,13 @@ type backendFlags struct {
 	kubeconfig   string
 	namespace    string
 	nodeSelector map[string]string
+	// peers is the Service of a scaled-out gateway's replicas; podName
+	// this replica's pod.
+	peers, podName string
+	// Set by apply for a scaled-out gateway.
+	kube kubernetes.Interface
+	ns   string
+	be   *kube.Backend
 }
 
 const (
@@ -112,14 +122,23 @@ func (f *backendFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --backend kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
 	fs.StringVar(&f.namespace, "namespace", "", "with --backend kubernetes: namespace of the functions (default: the kubeconfig context's, else default)")
 	fs.StringToStringVar(&f.nodeSelector, "node-selector", nil, "with --backend kubernetes: nodeSelector of every function pod, e.g. type=process where not every node can serve")
+	fs.StringVar(&f.peers, "peers", "", "with --backend kubernetes: run as one replica of a scaled-out gateway; the Service whose endpoints are the replicas (a Lease of that name elects the one that scales)")
+	fs.StringVar(&f.podName, "pod-name", os.Getenv("POD_NAME"), "with --peers: this replica's pod name, as the Service's endpoints name it (default $POD_NAME)")
 }
 
 func (f *backendFlags) validate() error {
 	switch {
 	case f.kind != backendLocal && f.kind != backendKubernetes:
 		return usagef("--backend must be %s or %s, got %q", backendLocal, backendKubernetes, f.kind)
-	case f.kind == backendLocal && (f.kubeconfig != "" || f.namespace != "" || len(f.nodeSelector) > 0):
-		return usagef("--kubeconfig, --namespace and --node-selector need --backend %s", backendKubernetes)
+	case f.kind == backendLocal && (f.kubeconfig != "" || f.namespace != "" || len(f.nodeSelector) > 0 || f.peers != ""):
+		return usagef("--kubeconfig, --namespace, --node-selector and --peers need --backend %s", backendKubernetes)
+	case f.peers != "" && f.podName == "":
+		return usagef("--peers needs this replica's pod name: --pod-name, or $POD_NAME from the downward API")
+	}
+	if f.peers != "" {
+		if errs := validation.IsDNS1035Label(f.peers); len(errs) > 0 {
+			return usagef("--peers: service name %q: %s", f.peers, strings.Join(errs, "; "))
+		}
 	}
 	for k, v := range f.nodeSelector {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
@@ -151,10 +170,22 @@ func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) err
 			return fmt.Errorf("kubeconfig namespace: %w", err)
 		}
 	}
-	be, err := kube.New(rc, ns, kube.Options{Logger: logger, NodeSelector: f.nodeSelector})
+	opts := kube.Options{Logger: logger, NodeSelector: f.nodeSelector}
+	if f.peers != "" {
+		// Replicas follow until one wins the Lease; none deletes or
+		// scales the functions away when it stops, since the others serve.
+		opts.Follow, opts.OnClose = true, kube.CloseKeep
+		cfg.Dispatch.Role = dispatch.Follower
+		if f.kube, err = kubernetes.NewForConfig(rc); err != nil {
+			return err
+		}
+		f.ns = ns
+	}
+	be, err := kube.New(rc, ns, opts)
 	if err != nil {
 		return err
 	}
+	f.be = be
 	cfg.Backend = be
 	logger.Info("instances run on kubernetes", "host", rc.Host, "namespace", ns)
 	return nil
@@ -204,11 +235,33 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			logger.Info("gateway listening", "url", srv.URL(), "policy", pf.policy, "functions", len(srv.D.Functions()))
-			<-cmd.Context().Done()
+			// A leader keeps its Lease while it drains, so no other replica
+			// decides beside it; one that loses the Lease stops, to be
+			// restarted as a follower.
+			campaign, stopCampaign := context.WithCancel(context.Background())
+			defer stopCampaign()
+			var leadErr error
+			done := make(chan struct{})
+			if bf.peers != "" {
+				go func() {
+					defer close(done)
+					leadErr = scaleout.Run(campaign, scaleout.Config{Kube: bf.kube, Namespace: bf.ns, Service: bf.peers,
+						Identity: bf.podName, Dispatcher: srv.D, Lead: bf.be.Lead, Sign: cfg.Gateway.Auth.Sign, Logger: logger})
+				}()
+			}
+			select {
+			case <-cmd.Context().Done():
+			case <-done:
+			}
 			logger.Info("draining", "timeout", pf.drainTimeout)
-			ctx, cancel := context.WithTimeout(context.Background(), pf.drainTimeout)
+			dctx, cancel := context.WithTimeout(context.Background(), pf.drainTimeout)
 			defer cancel()
-			return srv.Shutdown(ctx)
+			err = srv.Shutdown(dctx)
+			stopCampaign()
+			if bf.peers != "" {
+				<-done
+			}
+			return errors.Join(err, leadErr)
 		},
 	}
 	pf.register(cmd)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"gantry.dev/gantry/pkg/stack"
 )
 
 // A scaled-out gateway is several replicas, each with its own dispatcher
@@ -247,11 +249,11 @@ func (f *follower) samples(name string) *samples {
 // the grant to its instances and reports.
 func (d *Dispatcher) Sync(g Grant) (Report, error) {
 	if len(g.Slots) > maxGrantInstances {
-		return Report{}, fmt.Errorf("grant names %d instances, more than %d", len(g.Slots), maxGrantInstances)
+		return Report{}, fmt.Errorf("%w: grant names %d instances, more than %d", stack.ErrInvalid, len(g.Slots), maxGrantInstances)
 	}
 	for id, n := range g.Slots {
 		if n < 0 {
-			return Report{}, fmt.Errorf("grant of %d slots on instance %q must not be negative", n, id)
+			return Report{}, fmt.Errorf("%w: grant of %d slots on instance %q must not be negative", stack.ErrInvalid, n, id)
 		}
 	}
 	d.mu.Lock()

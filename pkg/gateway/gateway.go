@@ -84,6 +84,7 @@ func (g *Gateway) routes() {
 	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
 	g.mux.Handle("GET /system/info", admin(g.info))
 	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
+	g.mux.Handle("POST "+PeerSyncPath, admin(g.peerSync))
 	g.mux.HandleFunc("/function/{name}", g.invokeFunction)
 	g.mux.HandleFunc("/function/{name}/{path...}", g.invokeFunction)
 	g.mux.HandleFunc("POST /app/{name}", g.invokeApp)

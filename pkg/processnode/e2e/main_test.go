@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"gantry.dev/gantry/config/crd"
+	"gantry.dev/gantry/internal/cli"
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
@@ -36,6 +38,10 @@ import (
 const (
 	instanceEnv = "E2E_INSTANCE"
 	program     = "e2e-instance"
+	// gatewayEnv makes it `gantry` instead, for gateway replicas run as
+	// pods: the program "e2e-gantry".
+	gatewayEnv     = "E2E_GANTRY"
+	gatewayProgram = "e2e-gantry"
 )
 
 // self is the test binary, the instances' program.
@@ -48,6 +54,9 @@ var port int32
 func TestMain(m *testing.M) {
 	if os.Getenv(instanceEnv) != "" {
 		os.Exit(instanceMain())
+	}
+	if os.Getenv(gatewayEnv) != "" {
+		os.Exit(cli.Execute())
 	}
 	var err error
 	self, err = os.Executable()
@@ -63,19 +72,23 @@ func TestMain(m *testing.M) {
 	port = int32(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
 	os.Exit(localcluster.RunMain(m, localcluster.Options{ProcessNodes: 1, Scheduler: true, ControllerManager: true,
-		Programs: map[string]string{program: self}}))
+		Programs: map[string]string{program: self, gatewayProgram: self}}))
 }
 
 // instanceMain is a function instance as the gateway expects one, on
 // $POD_IP:$PORT: GET /_/health answers 200, POST / answers
-// "HOSTNAME:body" after $SLEEP. On SIGTERM it stops listening, finishes
+// "HOSTNAME:body" after $SLEEP, with the requests it held as it began in
+// X-Inflight. On SIGTERM it stops listening, finishes
 // the requests it holds, and exits.
 func instanceMain() int {
 	sleep, _ := time.ParseDuration(os.Getenv("SLEEP"))
 	host := os.Getenv("HOSTNAME")
+	var inflight atomic.Int64
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_/health", func(http.ResponseWriter, *http.Request) {})
 	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Inflight", strconv.FormatInt(inflight.Add(1), 10))
+		defer inflight.Add(-1)
 		var b strings.Builder
 		_, _ = fmt.Fprintf(&b, "%s:", host)
 		buf := make([]byte, 4096)
