@@ -18,9 +18,13 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"gantry.dev/gantry/pkg/localcluster"
 )
@@ -61,6 +65,7 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 `, program, instanceEnv, concurrency)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	kubeconfig := e.asGatewayServiceAccount(t, dir)
 	labels := map[string]string{"app": "gateway"}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "gateway", Labels: labels},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: labels,
@@ -76,7 +81,7 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
 					Name: "gateway", Image: "example.invalid/gantry:1",
 					Command: []string{gatewayProgram},
-					Args: []string{"serve", "--backend", "kubernetes", "--kubeconfig", localcluster.Shared(t).KubeconfigPath(),
+					Args: []string{"serve", "--backend", "kubernetes", "--kubeconfig", kubeconfig,
 						"--namespace", e.ns, "--peers", "gateway", "--stack", stackFile,
 						"--addr", "$(POD_IP):" + strconv.Itoa(int(gwPort)), "--drain-timeout", "15s", "--tick", "100ms"},
 					Env: []corev1.EnvVar{{Name: gatewayEnv, Value: "1"},
@@ -191,9 +196,82 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 	if worst.Load() == 0 || served.Load() < 100 {
 		t.Errorf("served %d requests; the instances reported no concurrency", served.Load())
 	}
+	// The shipped Role grants every call a replica made.
+	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		logs, err := e.kube.CoreV1().Pods(e.ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Errorf("logs of %s: %v", p.Name, err)
+		}
+		if !strings.Contains(string(logs), "gateway listening") {
+			t.Errorf("the logs of %s do not show it starting:\n%s", p.Name, logs)
+		}
+		if strings.Contains(strings.ToLower(string(logs)), "forbidden") {
+			t.Errorf("gateway %s was refused a call:\n%s", p.Name, logs)
+		}
+	}
 	if maxReplicas() < 2 {
 		t.Errorf("the function never scaled past %d replicas under load from both gateway replicas", maxReplicas())
 	}
+}
+
+// asGatewayServiceAccount applies config/gateway's service account, Role
+// and binding in the test's namespace and writes a kubeconfig that acts
+// as that account, so the replicas run with exactly the shipped rights.
+func (e *env) asGatewayServiceAccount(t *testing.T, dir string) string {
+	t.Helper()
+	ctx := context.Background()
+	read := func(name string, into any) {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "gateway", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(b, into); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	var (
+		sa   corev1.ServiceAccount
+		role rbacv1.Role
+		rb   rbacv1.RoleBinding
+	)
+	read("service_account.yaml", &sa)
+	read("role.yaml", &role)
+	read("role_binding.yaml", &rb)
+	rb.Subjects[0].Namespace = e.ns
+	if _, err := e.kube.CoreV1().ServiceAccounts(e.ns).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kube.RbacV1().Roles(e.ns).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kube.RbacV1().RoleBindings(e.ns).Create(ctx, &rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + e.ns + ":" + sa.Name
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"}
+	e.eventually(t, "RBAC to let the gateway take its Lease", func(ctx context.Context) (bool, error) {
+		r, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "create", Namespace: e.ns}}},
+			metav1.CreateOptions{})
+		return err == nil && r.Status.Allowed, err
+	})
+	cfg, err := clientcmd.LoadFromFile(localcluster.Shared(t).KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate, ai.ImpersonateGroups = user, groups
+	}
+	path := filepath.Join(dir, "gateway.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // leader is the gateway Lease's holder, "" when none.
