@@ -410,3 +410,44 @@ func TestRunReturnsTheErrorOfAnEngineThatDies(t *testing.T) {
 		t.Fatalf("Run = %v, want the engine's error", err)
 	}
 }
+
+// A scale-up's pod create is sent beside the processing mark, not one
+// status write after it: in the reconcile's trace the create leaves
+// before the mark's answer is back. Scheduling could delay the create's
+// goroutine past one quick mark, so the test asks it of one of three
+// scale-ups; sent one after the other, none would pass.
+func TestScaleUpSendsItsPodBesideTheProcessingMark(t *testing.T) {
+	e := setup(t)
+	traces := make(chan rtcontroller.ReconcileTrace, 64)
+	e.startController(t, ctrlOpts{trace: func(tr rtcontroller.ReconcileTrace) {
+		select {
+		case traces <- tr:
+		default:
+		}
+	}})
+	e.create(t, e.newRT("burst", 0, 20))
+	e.waitReady(t, "burst", 0)
+	overlapped := 0
+	for round := range 3 {
+		e.scaleTo(t, "burst", 1)
+		var tr rtcontroller.ReconcileTrace
+		for tr.Creates == 0 {
+			select {
+			case tr = <-traces:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("round %d: no reconcile created a pod", round)
+			}
+		}
+		if tr.Create.Sent.Before(tr.Mark.Done) {
+			overlapped++
+		}
+		t.Logf("round %d: mark %v..%v, create %v..%v", round, tr.Mark.Sent.Sub(tr.Start), tr.Mark.Done.Sub(tr.Start),
+			tr.Create.Sent.Sub(tr.Start), tr.Create.Done.Sub(tr.Start))
+		e.waitReady(t, "burst", 1)
+		e.scaleTo(t, "burst", 0)
+		e.waitReady(t, "burst", 0)
+	}
+	if overlapped == 0 {
+		t.Error("every create was sent after the processing mark's answer")
+	}
+}
