@@ -86,11 +86,6 @@ func (c *Controller) sync(ctx context.Context, key Key) (string, error) {
 	pods, strays := claim(owned, sel)
 	if rt.Status.ObservedGeneration != rt.Generation {
 		mark := markProcessing(rt, pods, hash, sel.String(), crit, c.clock.Now())
-		if len(strays) == 0 {
-			if orphans, err := c.orphansFor(rt); err == nil && len(orphans) == 0 {
-				return c.markAndManage(ctx, key, rt, mark, pods, crit, hash, sel.String())
-			}
-		}
 		if rt, err = c.writeMark(ctx, key, rt, mark, crit); err != nil {
 			return outcomeError, err
 		}
@@ -109,44 +104,8 @@ func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.
 		// their update events; planning now would count them as missing.
 		return outcomeRequeue, err
 	}
-	managed, createErr, deleteErr := c.manage(ctx, rt, pods, hash)
-	return c.report(ctx, key, rt, pods, crit, hash, selector, managed, createErr, deleteErr)
-}
-
-// markAndManage sends a new generation's processing mark and its creates
-// and deletes at once, rather than one round trip after the other: the
-// pods a scale-up needs are then created a status write sooner. The
-// mark, which says the controller has started, goes from the calling
-// goroutine (the worker's real-time thread under the rtqueue engine);
-// the pod calls from one of their own. Neither depends on the other: the
-// pods take only the object's identity and spec, and the status written
-// after both starts from the marked object. It runs only when there is
-// nothing to release or adopt, which must come before any create.
-func (c *Controller) markAndManage(ctx context.Context, key Key, rt *gantryv1.RTResource, mark gantryv1.RTResourceStatus, pods []*corev1.Pod, crit int32, hash, selector string) (string, error) {
-	type result struct {
-		managed              bool
-		createErr, deleteErr error
-	}
-	done := make(chan result, 1)
-	go func() {
-		var r result
-		r.managed, r.createErr, r.deleteErr = c.manage(ctx, rt, pods, hash)
-		done <- r
-	}()
-	marked, markErr := c.writeMark(ctx, key, rt, mark, crit)
-	r := <-done
-	if markErr != nil {
-		// The creates stand: expectations hold the next reconcile until
-		// the cache has seen them, and it marks again.
-		return outcomeError, errors.Join(markErr, r.deleteErr, r.createErr)
-	}
-	return c.report(ctx, key, marked, pods, crit, hash, selector, r.managed, r.createErr, r.deleteErr)
-}
-
-// report writes the status after a sync managed the pods (or was held
-// back by expectations) and decides when to look again.
-func (c *Controller) report(ctx context.Context, key Key, rt *gantryv1.RTResource, pods []*corev1.Pod, crit int32, hash, selector string, managed bool, createErr, deleteErr error) (string, error) {
 	outcome := outcomeWaiting
+	managed, createErr, deleteErr := c.manage(ctx, rt, pods, hash)
 	manageErr := errors.Join(deleteErr, createErr)
 	res := computeStatus(rt, pods, hash, selector, crit, c.clock.Now())
 	if managed {

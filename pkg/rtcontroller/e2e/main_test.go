@@ -128,7 +128,6 @@ type ctrlOpts struct {
 	pool  rtqueue.PoolConfig
 	qps   float32
 	burst int
-	trace func(rtcontroller.ReconcileTrace)
 }
 
 // running is an in-process controller the test can stop.
@@ -171,7 +170,7 @@ func (e *env) newControllerAndEngine(t *testing.T, o ctrlOpts) (*rtcontroller.Co
 	}
 	c, err := rtcontroller.New(rtcontroller.Options{
 		Config: e.cfg, Namespace: e.ns, Engine: engine, QPS: o.qps, Burst: o.burst,
-		Component: "gantry-e2e", Trace: o.trace,
+		Component: "gantry-e2e",
 	})
 	if err != nil {
 		t.Fatal(err)
