@@ -246,7 +246,8 @@ func newServeCmd() *cobra.Command {
 				go func() {
 					defer close(done)
 					leadErr = scaleout.Run(campaign, scaleout.Config{Kube: bf.kube, Namespace: bf.ns, Service: bf.peers,
-						Identity: bf.podName, Dispatcher: srv.D, Lead: bf.be.Lead, Sign: cfg.Gateway.Auth.Sign, Logger: logger})
+						Identity: bf.podName, Dispatcher: srv.D, Lead: bf.be.Lead, Sign: cfg.Gateway.Auth.Sign,
+						Registry: srv.G.Registry(), Logger: logger})
 				}()
 			}
 			select {

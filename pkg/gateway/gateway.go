@@ -66,6 +66,10 @@ func New(cfg Config) *Gateway {
 	return g
 }
 
+// Registry is where the gateway's metrics are, for other parts of the
+// process to add theirs to the same /metrics.
+func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
+
 // Close closes the gateway's idle connections to instances and stops
 // their janitor. Call it once the server has stopped.
 func (g *Gateway) Close() { g.up.close() }

@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -70,7 +71,9 @@ type Config struct {
 	Interval time.Duration
 	// Lease timings (default 15 s, 10 s, 2 s, client-go's usual).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	Logger                                    *slog.Logger
+	// Registry receives the replica's scale-out metrics (none if nil).
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -103,6 +106,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
+	m := newMetrics(cfg.Registry)
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 10*time.Minute,
 		informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -127,7 +131,9 @@ func Run(ctx context.Context, cfg Config) error {
 				mu.Lock()
 				led = true
 				mu.Unlock()
-				if err := lead(lctx, cfg, slicesInf); err != nil && lctx.Err() == nil {
+				m.leader.Set(1)
+				defer m.leader.Set(0)
+				if err := lead(lctx, cfg, slicesInf, m); err != nil && lctx.Err() == nil {
 					cfg.Logger.Error("leading failed", "err", err)
 				}
 			},
@@ -155,7 +161,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // lead makes this replica the one that decides, then syncs with every
 // other replica each Interval until ctx ends.
-func lead(ctx context.Context, cfg Config, inf cache.SharedIndexInformer) error {
+func lead(ctx context.Context, cfg Config, inf cache.SharedIndexInformer, m *metrics) error {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return fmt.Errorf("the EndpointSlices of service %s did not sync", cfg.Service)
 	}
@@ -175,7 +181,7 @@ func lead(ctx context.Context, cfg Config, inf cache.SharedIndexInformer) error 
 		return err
 	}
 	cfg.Logger.Info("leading: deciding for every gateway replica", "service", cfg.Service)
-	s := &syncer{cfg: cfg, client: &http.Client{Timeout: 2 * time.Second}, busy: map[string]bool{}}
+	s := &syncer{cfg: cfg, client: &http.Client{Timeout: 2 * time.Second}, busy: map[string]bool{}, m: m}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
@@ -198,6 +204,7 @@ type syncer struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	busy   map[string]bool
+	m      *metrics
 }
 
 func (s *syncer) round(ctx context.Context, peers map[string]string) {
@@ -206,6 +213,7 @@ func (s *syncer) round(ctx context.Context, peers map[string]string) {
 		s.cfg.Logger.Error("too many gateway replicas", "err", err)
 		return
 	}
+	s.m.peers.Set(float64(len(peers)))
 	for id, addr := range peers {
 		s.mu.Lock()
 		if s.busy[id] {
@@ -218,7 +226,14 @@ func (s *syncer) round(ctx context.Context, peers map[string]string) {
 		go func() {
 			defer s.wg.Done()
 			defer func() { s.mu.Lock(); delete(s.busy, id); s.mu.Unlock() }()
-			if err := s.sync(ctx, id, addr); err != nil && ctx.Err() == nil {
+			start := time.Now()
+			err := s.sync(ctx, id, addr)
+			s.m.syncTime.Observe(time.Since(start).Seconds())
+			switch {
+			case err == nil:
+				s.m.syncs.WithLabelValues("ok").Inc()
+			case ctx.Err() == nil:
+				s.m.syncs.WithLabelValues("error").Inc()
 				s.cfg.Logger.Warn("sync with a gateway replica failed", "replica", id, "addr", addr, "err", err)
 			}
 		}()

@@ -98,7 +98,7 @@ func TestSyncCarriesAFollowersArrivalToTheLeader(t *testing.T) {
 		{func(*http.Request) {}, 0}, // refused: 401, nothing folded
 		{auth.Sign, 1},
 	} {
-		sy := &syncer{cfg: Config{Dispatcher: leader, Sign: tc.sign}, client: http.DefaultClient, busy: map[string]bool{}}
+		sy := &syncer{cfg: Config{Dispatcher: leader, Sign: tc.sign}, client: http.DefaultClient, busy: map[string]bool{}, m: newMetrics(nil)}
 		if err := leader.SetPeers([]string{"gw-1"}); err != nil {
 			t.Fatal(err)
 		}

@@ -196,6 +196,11 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 	if worst.Load() == 0 || served.Load() < 100 {
 		t.Errorf("served %d requests; the instances reported no concurrency", served.Load())
 	}
+	// The new leader says so on its /metrics, and has synced with the
+	// other replica.
+	if err := e.checkLeaderMetrics(ctx, e.leader(ctx), gwPort); err != nil {
+		t.Error(err)
+	}
 	// The shipped Role grants every call a replica made.
 	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
 	if err != nil {
@@ -272,6 +277,29 @@ func (e *env) asGatewayServiceAccount(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// checkLeaderMetrics reads the leader's /metrics.
+func (e *env) checkLeaderMetrics(ctx context.Context, leader string, port int32) error {
+	pod, err := e.kube.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	resp, err := client.Get(fmt.Sprintf("http://%s/metrics", net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port)))))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	for _, want := range []string{"gantry_gateway_leader 1", `gantry_gateway_peer_syncs_total{result="ok"}`, "gantry_gateway_peers 1"} {
+		if !strings.Contains(string(b), want) {
+			return fmt.Errorf("the leader's /metrics lacks %q", want)
+		}
+	}
+	return nil
 }
 
 // leader is the gateway Lease's holder, "" when none.
