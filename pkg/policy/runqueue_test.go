@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -263,7 +264,12 @@ func checkAgainstReference(t *testing.T, seed uint64, o Order) {
 		case op < 5:
 			pushes++
 			// Small ranges so that keys tie often.
+			// Odd seeds push at the clock's now, as both drivers do (the
+			// log OldestEnq reads); even ones also in the past (its scan).
 			e := Entry{Enq: max(0, now-int64(rng.IntN(3))), Pred: int64(rng.IntN(8))}
+			if seed%2 == 1 {
+				e.Enq = now
+			}
 			e.Deadline = e.Enq + int64(rng.IntN(30))
 			q.Push(e, pushes)
 			main = append(main, refItem{Entry: e, v: pushes, seq: pushes})
@@ -375,6 +381,47 @@ func BenchmarkRunQueuePushPop(b *testing.B) {
 		q.Push(Entry{Enq: now, Deadline: now + now*37%depth + int64(time.Hour), Pred: now % 7}, int32(now))
 		if _, _, ok := q.Pop(now); !ok {
 			b.Fatal("empty queue")
+		}
+	}
+}
+
+// Pushed at a clock's now, the queue answers OldestEnq from its log, not
+// a scan, under the orders that do not pop oldest first, through pops,
+// set-asides and the log's compaction; one push from the past turns the
+// log off until the queue empties.
+func TestRunQueueOldestEnqFromTheLogOfPushes(t *testing.T) {
+	for _, o := range []Order{HeaviestFirst, LeastSlack} {
+		q := NewRunQueue[int](o, 10)
+		for i := range 5000 {
+			q.Push(Entry{Enq: int64(i), Deadline: int64(i) + 100, Pred: int64(i % 7)}, i)
+		}
+		for now := int64(0); q.Len() > 1; now += 3 {
+			q.Pop(now)
+			if now%97 != 0 {
+				continue
+			}
+			got, _ := q.OldestEnq()
+			want := int64(math.MaxInt64)
+			for _, x := range q.Ordered(nil) {
+				want = min(want, x.Enq)
+			}
+			if got != want || q.enqs.off {
+				t.Fatalf("order %d: OldestEnq %d (log off %v), want %d", o, got, q.enqs.off, want)
+			}
+		}
+		if len(q.enqs.enq) > 2500 {
+			t.Errorf("order %d: the log kept %d entries for %d queued", o, len(q.enqs.enq), q.Len())
+		}
+		q.Push(Entry{Enq: -1}, -1)
+		if got, _ := q.OldestEnq(); got != -1 || !q.enqs.off {
+			t.Fatalf("order %d: after a push from the past OldestEnq %d, log off %v", o, got, q.enqs.off)
+		}
+		for q.Len() > 0 {
+			q.Pop(1 << 40)
+		}
+		q.Push(Entry{Enq: 7}, 7)
+		if q.enqs.off {
+			t.Errorf("order %d: the log stayed off after the queue emptied", o)
 		}
 	}
 }
