@@ -132,7 +132,26 @@ func newEngine(ctx context.Context, cfg Config, pol policy.Policy) *engine {
 	}
 	e.views = make([]policy.View, len(e.fns))
 	e.decs = make([]policy.Decision, len(e.fns))
+	e.reserve()
 	return e
+}
+
+// reserve sizes the request pool for the most requests that can be in
+// flight at once: every function's queue bound and every core, no more
+// than the trace holds. Grown by doubling instead, an overloaded run's
+// pool was copied a dozen times, and each copy of a large slice is a
+// stretch the garbage collector must wait out to preempt the run.
+func (e *engine) reserve() {
+	n := float64(e.cfg.Nodes * e.cfg.CoresPerNode)
+	if e.cfg.MaxQueue >= 0 {
+		n += float64(e.cfg.MaxQueue) * float64(len(e.fns))
+	} else {
+		n = e.cfg.Trace.Total()
+	}
+	n = min(n, e.cfg.Trace.Total()+1024, 1<<20)
+	e.reqs = make([]request, 0, int(n))
+	e.chainExec = make([]int64, 0, int(n)*len(e.fns))
+	e.chainOut = make([]float64, 0, int(n)*len(e.fns))
 }
 
 // functionSLOs splits the app SLO over the chain in proportion to each
