@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +71,7 @@ func objectAnnotations(f stack.Function) map[string]string {
 }
 
 // podTemplate is the pod every instance of f runs: the image, the command
-// under /bin/sh -c as the local runtime runs it, $PORT, and a readiness
+// (containerCommand), $PORT, and a readiness
 // probe on the health path, which is what turns into EndpointSlice
 // readiness and so into Ready events.
 func podTemplate(f stack.Function, port int32) corev1.PodTemplateSpec {
@@ -88,7 +89,7 @@ func podTemplate(f stack.Function, port int32) corev1.PodTemplateSpec {
 		},
 	}
 	if f.Command != "" {
-		c.Command = []string{"/bin/sh", "-c", f.Command}
+		c.Command = containerCommand(f.Command)
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: objectLabels(f), Annotations: objectAnnotations(f)},
@@ -173,3 +174,19 @@ func newDeployment(f stack.Function, namespace string, port, replicas int32) *ap
 // isManaged reports whether an object carries Gantry's managed-by label;
 // the backend never overwrites or deletes an object that does not.
 func isManaged(m metav1.Object) bool { return m.GetLabels()[LabelManagedBy] == ManagedBy }
+
+// shellChars are what make a command line need a shell: expansions,
+// quoting, pipes, redirections, lists, globs, comments.
+const shellChars = "$`'\"\\|&;<>()*?[]{}~#\n"
+
+// containerCommand is fprocess as a container's command. A plain command
+// line is split on blanks and run directly, as OpenFaaS's watchdog runs
+// fprocess, so an image without a shell (Gantry's own has only /gantry)
+// can run it; one that needs a shell runs under /bin/sh -c, as the local
+// runtime runs every fprocess.
+func containerCommand(fprocess string) []string {
+	if strings.ContainsAny(fprocess, shellChars) {
+		return []string{"/bin/sh", "-c", fprocess}
+	}
+	return strings.Fields(fprocess)
+}

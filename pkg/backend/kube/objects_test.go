@@ -34,7 +34,7 @@ func envNames(env []corev1.EnvVar) []string {
 func TestPodTemplateRunsTheDeclaration(t *testing.T) {
 	tpl := podTemplate(testFunction(), 8080)
 	c := tpl.Spec.Containers[0]
-	if c.Image != "registry.example/resize:1" || !slices.Equal(c.Command, []string{"/bin/sh", "-c", "gantry fn resize"}) {
+	if c.Image != "registry.example/resize:1" || !slices.Equal(c.Command, []string{"gantry", "fn", "resize"}) {
 		t.Errorf("container image %q command %q", c.Image, c.Command)
 	}
 	// Sorted, so the template (and so the rollout hash) is stable; the
@@ -129,5 +129,21 @@ func TestNodeSelectorReachesThePodTemplate(t *testing.T) {
 	}
 	if got := d.Spec.Template.Spec.NodeSelector; !maps.Equal(got, sel) {
 		t.Errorf("nodeSelector %v, want %v", got, sel)
+	}
+}
+
+func TestContainerCommandUsesAShellOnlyWhenTheLineNeedsOne(t *testing.T) {
+	for line, want := range map[string][]string{
+		"/gantry fn sentiment":                {"/gantry", "fn", "sentiment"},
+		"  python3   handler.py ":             {"python3", "handler.py"},
+		"gantry fn echo --addr $POD_IP:$PORT": {"/bin/sh", "-c", "gantry fn echo --addr $POD_IP:$PORT"},
+		"node index.js | tee /tmp/log":        {"/bin/sh", "-c", "node index.js | tee /tmp/log"},
+		`sh -c 'exec app'`:                    {"/bin/sh", "-c", `sh -c 'exec app'`},
+		"app > out.txt":                       {"/bin/sh", "-c", "app > out.txt"},
+		"run *.py":                            {"/bin/sh", "-c", "run *.py"},
+	} {
+		if got := containerCommand(line); !slices.Equal(got, want) {
+			t.Errorf("containerCommand(%q) = %q, want %q", line, got, want)
+		}
 	}
 }

@@ -164,8 +164,8 @@ func TestRTResourceFollowsDecisionsAndEndpointSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.replicas != 0 || st.criticality != 70 || len(st.command) != 3 || st.command[2] != "gantry fn resize" {
-		t.Errorf("deployed RTResource %+v, want 0 replicas, criticality 70, the command under /bin/sh -c", st)
+	if st.replicas != 0 || st.criticality != 70 || fmt.Sprintf("%q", st.command) != `["gantry" "fn" "resize"]` {
+		t.Errorf("deployed RTResource %+v, want 0 replicas, criticality 70, the command split into its words", st)
 	}
 	svc, err := e.kube.CoreV1().Services(e.ns).Get(ctx, "resize", metav1.GetOptions{})
 	if err != nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
