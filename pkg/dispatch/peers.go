@@ -362,6 +362,7 @@ func (d *Dispatcher) SetPeers(ids []string) error {
 	if changed {
 		d.lockedRefreshRemote()
 		d.lockedShareAll(d.cfg.Now())
+		d.lockedStopDrained(d.cfg.Now())
 	}
 	return nil
 }
@@ -425,6 +426,7 @@ func (d *Dispatcher) Fold(id string, r Report) error {
 		d.lockedFoldSamples(fn, fr, now)
 	}
 	d.lockedShareAll(now)
+	d.lockedStopDrained(now)
 	return nil
 }
 
@@ -524,6 +526,23 @@ func (d *Dispatcher) lockedPeerView(fn *function, detailed bool, now time.Time, 
 			add(false, true, it)
 		}
 	}
+}
+
+// lockedDrained reports a draining instance that may stop now: nothing
+// runs on it here or elsewhere, and no other replica holds a slot on it.
+func (d *Dispatcher) lockedDrained(in *instance) bool {
+	return in.draining && in.idle() && !d.lockedPeersHold(in)
+}
+
+// lockedPeersHold reports whether another replica may still use a slot
+// of in.
+func (d *Dispatcher) lockedPeersHold(in *instance) bool {
+	for _, p := range d.peers {
+		if p.holds(p.fns[in.fn.decl.Name], in.ID) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Dispatcher) lockedShareAll(now time.Time) {

@@ -387,3 +387,61 @@ func slotsOf(d *Dispatcher) map[string]int {
 	}
 	return out
 }
+
+// Scaling down, the leader does not stop an idle instance that another
+// replica may still send to: it withdraws the grant and stops the
+// instance once that replica reports letting go.
+func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
+	f := decl("f", 0)
+	f.MinScale = 0
+	rs := newReplicas(t, Config{IdleTimeout: time.Millisecond}, 1, f)
+	fol := rs.followers["gw-0"]
+	// A request at the follower: the leader starts an instance for it and
+	// grants the follower its slot.
+	got := make(chan error, 1)
+	go func() {
+		l, err := fol.Acquire(context.Background(), req("f"))
+		if err == nil {
+			l.Release(time.Millisecond, 1)
+		}
+		got <- err
+	}()
+	waitFor(t, func() bool {
+		rs.syncAll(t)
+		rs.leader.Plan()
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+	inst := rs.be.readyList[0].ID
+	// The follower's report still says it holds the slot; the leader's
+	// idle reclaim drains the instance instead of stopping it.
+	rs.leader.mu.Lock()
+	p := rs.leader.peers["gw-0"]
+	p.granted = map[string]int{inst: 1}
+	rs.leader.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	rs.leader.Plan()
+	rs.be.mu.Lock()
+	stopped := len(rs.be.stopped)
+	rs.be.mu.Unlock()
+	if stopped != 0 {
+		t.Fatal("stopped an instance a follower still held a slot on")
+	}
+	if g, _ := rs.leader.GrantFor("gw-0"); g.Slots[inst] != 0 {
+		t.Fatalf("the draining instance is still granted: %v", g.Slots)
+	}
+	// The follower takes the withdrawn grant and reports; then it stops.
+	rs.syncAll(t)
+	waitFor(t, func() bool {
+		rs.be.mu.Lock()
+		defer rs.be.mu.Unlock()
+		return len(rs.be.stopped) == 1 && rs.be.stopped[0] == inst
+	})
+}

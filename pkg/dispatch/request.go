@@ -158,7 +158,7 @@ func (l *Lease) Failed(err error) {
 	if in.gone {
 		return
 	}
-	if in.draining && in.idle() {
+	if d.lockedDrained(in) {
 		d.lockedStop(in, d.cfg.Now())
 		return
 	}
@@ -190,7 +190,7 @@ func (d *Dispatcher) check(in *instance) {
 		d.lockedEnsureProgress(in.fn, now)
 		return
 	}
-	if in.draining && in.idle() {
+	if d.lockedDrained(in) {
 		d.lockedStop(in, now)
 		d.lockedGrant(now)
 		return
@@ -217,7 +217,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 	d.lockedRemoveRunning(c)
 	switch {
 	case in.gone:
-	case in.draining && in.idle():
+	case d.lockedDrained(in):
 		d.lockedStop(in, now)
 		d.lockedGrant(now) // the room it frees goes to the most critical waiting
 	default:

@@ -45,15 +45,29 @@ func (d *Dispatcher) Plan() {
 }
 
 // lockedStopDrained stops, on a leader, the draining instances whose last
-// requests at other replicas have finished since they began to drain.
+// requests at other replicas have finished, and whose slots no replica
+// holds any more, since they began to drain.
 func (d *Dispatcher) lockedStopDrained(now time.Time) {
 	for _, fn := range d.fns {
 		for _, in := range slices.Clone(fn.ready) {
-			if in.draining && in.idle() {
+			if d.lockedDrained(in) {
 				d.lockedStop(in, now)
 			}
 		}
 	}
+}
+
+// lockedRetireOne takes an idle instance out. On a leader whose peers
+// still hold slots on it, it drains instead: the grants are withdrawn, and
+// lockedStopDrained stops it once every replica has reported letting go,
+// so no replica sends a request to an instance on its way out.
+func (d *Dispatcher) lockedRetireOne(in *instance, now time.Time) {
+	if d.role == Leader && d.lockedPeersHold(in) {
+		in.draining = true
+		d.lockedShare(in.fn, now)
+		return
+	}
+	d.lockedStop(in, now)
 }
 
 func (d *Dispatcher) lockedPlanGroup(g *group, now time.Time) {
@@ -193,7 +207,7 @@ func (d *Dispatcher) lockedRetire(fn *function, n int, now time.Time) {
 		if oldest == nil {
 			return
 		}
-		d.lockedStop(oldest, now)
+		d.lockedRetireOne(oldest, now)
 	}
 }
 
@@ -204,7 +218,7 @@ func (d *Dispatcher) lockedReclaimIdle(fn *function, now time.Time) {
 			return
 		}
 		if !in.draining && in.idle() && !in.idleSince.After(limit) {
-			d.lockedStop(in, now)
+			d.lockedRetireOne(in, now)
 		}
 	}
 }
@@ -226,7 +240,7 @@ func (d *Dispatcher) lockedStop(in *instance, now time.Time) {
 // lockedDrain stops an instance after its current requests.
 func (d *Dispatcher) lockedDrain(in *instance) {
 	in.draining = true
-	if in.idle() {
+	if d.lockedDrained(in) {
 		d.lockedStop(in, d.cfg.Now())
 	}
 }
