@@ -510,20 +510,20 @@ func (d *Dispatcher) lockedRefreshRemote() {
 // lockedPeerView adds the other replicas' requests to a leader's view of
 // fn: their queues, what they run, and the time until the slots they run
 // on free up.
-func (d *Dispatcher) lockedPeerView(fn *function, detailed bool, now time.Time, add func(queue, running bool, it PeerItem)) {
+func (d *Dispatcher) lockedPeerView(fn *function, detailed bool, add func(queued bool, it PeerItem)) {
 	for _, id := range slices.Sorted(maps.Keys(d.peers)) {
 		fr := d.peers[id].fns[fn.decl.Name]
 		if fr == nil {
 			continue
 		}
 		for _, it := range fr.Queue {
-			add(true, false, it)
+			add(true, it)
 		}
 		if !detailed {
 			continue
 		}
 		for _, it := range fr.Running {
-			add(false, true, it)
+			add(false, it)
 		}
 	}
 }

@@ -255,7 +255,7 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 	v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
 	detailed := fn.g.pol.Detailed()
 	if d.role == Leader {
-		d.lockedPeerView(fn, detailed, now, func(queued, _ bool, it PeerItem) {
+		d.lockedPeerView(fn, detailed, func(queued bool, it PeerItem) {
 			if queued {
 				v.MaxWait = max(v.MaxWait, it.Age)
 			}
