@@ -309,14 +309,7 @@ func TestTheLeaderStartsInstancesForAFollowersQueue(t *testing.T) {
 	f.MinScale = 0
 	rs := newReplicas(t, Config{}, 1, f)
 	fol := rs.followers["gw-0"]
-	got := make(chan error, 1)
-	go func() {
-		l, err := fol.Acquire(context.Background(), req("f"))
-		if err == nil {
-			l.Release(time.Millisecond, 1)
-		}
-		got <- err
-	}()
+	got := serveOne(fol)
 	waitFor(t, func() bool { st, _ := fol.Function("f"); return st.Queued == 1 })
 	if rs.be.started("f") != 0 {
 		t.Fatal("started an instance before the leader heard of the request")
@@ -398,14 +391,7 @@ func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 	fol := rs.followers["gw-0"]
 	// A request at the follower: the leader starts an instance for it and
 	// grants the follower its slot.
-	got := make(chan error, 1)
-	go func() {
-		l, err := fol.Acquire(context.Background(), req("f"))
-		if err == nil {
-			l.Release(time.Millisecond, 1)
-		}
-		got <- err
-	}()
+	got := serveOne(fol)
 	waitFor(t, func() bool {
 		rs.syncAll(t)
 		rs.leader.Plan()
@@ -444,4 +430,18 @@ func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 		defer rs.be.mu.Unlock()
 		return len(rs.be.stopped) == 1 && rs.be.stopped[0] == inst
 	})
+}
+
+// serveOne sends one request to d in the background; the channel yields
+// its outcome once it has run (or failed).
+func serveOne(d *Dispatcher) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		l, err := d.Acquire(context.Background(), req("f"))
+		if err == nil {
+			l.Release(time.Millisecond, 1)
+		}
+		got <- err
+	}()
+	return got
 }
