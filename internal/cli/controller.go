@@ -17,6 +17,7 @@ import (
 type controllerFlags struct {
 	kubeconfig      string
 	priorityLimiter bool
+	threadTransport bool
 	app             rtcontroller.AppConfig
 }
 
@@ -43,6 +44,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&a.Options.Burst, "kube-api-burst", 100, "reconcile client: burst")
 	fs.Float32Var(&a.Options.CriticalQPS, "critical-kube-api-qps", 50, "reconcile client: requests per second reserved for critical keys (at or above --critical-from) when the shared bucket is empty; 0 disables the reserve")
 	fs.IntVar(&a.Options.CriticalBurst, "critical-kube-api-burst", 50, "reconcile client: burst of the critical reserve")
+	fs.BoolVar(&f.threadTransport, "critical-thread-transport", true, "reconcile client: send critical requests (at or above --critical-from) over connections of their own, written and read on the worker's real-time thread (false: over the shared HTTP/2 connection, the ablation)")
 	fs.BoolVar(&f.priorityLimiter, "priority-limiter", true, "reconcile client: serve waiting requests highest criticality first (false: client-go's FIFO token bucket, the ablation)")
 	fs.StringVar(&a.HTTPAddress, "http-address", ":8080", "address for /healthz, /readyz and /metrics; empty disables")
 	fs.BoolVar(&a.LeaderElect, "leader-elect", false, "take a Lease before reconciling, so only one replica is active")
@@ -59,6 +61,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 func (f *controllerFlags) validate() error {
 	a := &f.app
 	a.Options.PlainLimiter = !f.priorityLimiter
+	a.Options.SharedConnection = !f.threadTransport
 	switch {
 	case a.QueueKind != rtcontroller.QueueRT && a.QueueKind != rtcontroller.QueueFIFO:
 		return usagef("--queue must be %q or %q, got %q", rtcontroller.QueueRT, rtcontroller.QueueFIFO, a.QueueKind)

@@ -40,10 +40,13 @@ const (
 	// controller's requests fall to the built-in service-accounts schema
 	// (workload-low).
 	GantryNoAPF = "gantry-noapf"
+	// GantrySharedConn is the ablation of the thread transport: critical
+	// requests go over client-go's shared HTTP/2 connection.
+	GantrySharedConn = "gantry-sharedconn"
 )
 
 // Controllers lists every controller the benchmark knows, in report order.
-var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5, GantryDeploymentChurn, GantryNoRT, GantryNoPrio, GantryNoAPF}
+var Controllers = []string{Vanilla, Gantry, GantryFIFO, Gantry5, GantryDeploymentChurn, GantryNoRT, GantryNoPrio, GantryNoAPF, GantrySharedConn}
 
 // Modes lists the interference modes.
 var Modes = []string{ModeInterval, ModeContinuous}
@@ -176,6 +179,8 @@ func (o Options) controllerConfig(name string) rtcontroller.AppConfig {
 		cfg.Pool.RealTime = false
 	case GantryNoPrio:
 		cfg.Options.PlainLimiter = true
+	case GantrySharedConn:
+		cfg.Options.SharedConnection = true
 	case Gantry5:
 		// The paper's Table 2: five watchdog threads, no elasticity.
 		cfg.Pool.Min, cfg.Pool.Max = 5, 5

@@ -123,6 +123,20 @@ func NewRunQueue[T any](order Order, round time.Duration) *RunQueue[T] {
 	return &RunQueue[T]{order: order, round: max(1, int64(round))}
 }
 
+// Grow makes room for n queued requests without reallocating: a driver
+// that knows its queue bound calls it once, so an overloaded backlog is
+// not copied at every doubling of its heaps (large copies the garbage
+// collector must also wait out).
+func (q *RunQueue[T]) Grow(n int) {
+	q.main.s = slices.Grow(q.main.s, n)
+	if q.order == LeastSlack {
+		// Under overload most of the backlog is set aside.
+		q.late.s = slices.Grow(q.late.s, n)
+		q.aside.s = slices.Grow(q.aside.s, n)
+		q.aside.gone = slices.Grow(q.aside.gone, n)
+	}
+}
+
 // RoundLen is the time between two reordering passes at a function whose
 // SLO is slo, for a driver that plans every tick: every tick, and at least
 // twice per function SLO. A scaler that passed less often could not see a

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/clock"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/rthttp"
 )
 
 // ErrNoConfig is returned by New without a REST config or engine.
@@ -69,6 +70,11 @@ type Options struct {
 	// with client-go's token bucket at the same QPS and burst: the
 	// ablation of the client-side priority order.
 	PlainLimiter bool
+	// SharedConnection sends critical requests over client-go's shared
+	// HTTP/2 connection like every other, instead of over rthttp on the
+	// worker's own thread (criticalRouter): the ablation of the thread
+	// transport.
+	SharedConnection bool
 	// Trace, if set, receives a ReconcileTrace for every reconcile that
 	// starts a new generation: where its time went. It is called on the
 	// worker, so it must be quick.
@@ -81,7 +87,8 @@ type Controller struct {
 	kube    kubernetes.Interface // reconcile writes, priority-limited
 	rts     *RTClients           // reconcile writes, priority-limited
 	limiter flowcontrol.RateLimiter
-	seen    seenGenerations // when each key's generation arrived, for Trace
+	thread  *rthttp.Transport // critical requests; nil when shared
+	seen    seenGenerations   // when each key's generation arrived, for Trace
 
 	rtInformer  cache.SharedIndexInformer
 	podFactory  informers.SharedInformerFactory
@@ -155,6 +162,17 @@ func (c *Controller) buildClients(scheme *runtime.Scheme) error {
 			WithCriticalReserve(c.opts.CriticalFloor, c.opts.CriticalQPS, c.opts.CriticalBurst)
 	}
 	prio := rest.CopyConfig(c.opts.Config)
+	if !c.opts.SharedConnection {
+		t, err := threadTransport(c.opts.Config)
+		if err != nil {
+			c.log.Warn("critical requests share the HTTP/2 connection", "reason", err)
+		} else {
+			c.thread = t
+			prio.Wrap(func(next http.RoundTripper) http.RoundTripper {
+				return newCriticalRouter(c.opts.CriticalFloor, t, next, c.metrics)
+			})
+		}
+	}
 	// Both wrappers only time requests whose context asks for it (Trace).
 	prio.RateLimiter = timedLimiter{c.limiter}
 	prio.Wrap(func(next http.RoundTripper) http.RoundTripper { return timedTransport{next} })
@@ -303,6 +321,9 @@ func (c *Controller) shutdown() {
 	c.podFactory.Shutdown()
 	c.limiter.Stop()
 	c.events.Shutdown()
+	if c.thread != nil {
+		c.thread.Close()
+	}
 }
 
 // Synced reports whether the informers have completed their first list; the

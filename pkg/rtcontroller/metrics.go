@@ -18,6 +18,7 @@ type metrics struct {
 	duration   prometheus.Histogram
 	podOps     *prometheus.CounterVec
 	leader     prometheus.Gauge
+	requests   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,11 +40,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "gantry_rtcontroller_leader",
 			Help: "1 while this replica reconciles: it holds the leader lease, or leader election is off.",
 		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_rtcontroller_api_requests_total",
+			Help: "Reconcile client requests by connection: thread (critical, on the worker's own thread and connection) or shared (client-go's HTTP/2 connection).",
+		}, []string{"connection"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.podOps, m.leader} {
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.podOps, m.leader, m.requests} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -150,6 +150,13 @@ func (e *engine) reserve() {
 	}
 	n = min(n, e.cfg.Trace.Total()+1024, 1<<20)
 	e.reqs = make([]request, 0, int(n))
+	perQueue := min(e.cfg.Trace.Total(), 1<<16)
+	if e.cfg.MaxQueue >= 0 {
+		perQueue = min(perQueue, float64(e.cfg.MaxQueue))
+	}
+	for i := range e.fns {
+		e.fns[i].queue.Grow(int(perQueue))
+	}
 	e.chainExec = make([]int64, 0, int(n)*len(e.fns))
 	e.chainOut = make([]float64, 0, int(n)*len(e.fns))
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"strings"
 	"testing"
 	"time"
@@ -24,11 +26,18 @@ import (
 
 func TestCreateReachesRunningAndReady(t *testing.T) {
 	e := setup(t)
-	r := e.startController(t, ctrlOpts{})
+	reg := prometheus.NewRegistry()
+	r := e.startController(t, ctrlOpts{reg: reg})
 	created := e.create(t, e.newRT("web", 3, 10))
 	rt := e.waitReady(t, "web", 3)
 	if !r.c.IsLeader() {
 		t.Error("a controller running without leader election reconciles but reports itself a standby")
+	}
+	// Every criticality is critical at the default floor: the status
+	// writes and pod creates went over the worker's own connection, through
+	// TLS, authentication and RBAC as the shared one does.
+	if n := counterValue(t, reg, "gantry_rtcontroller_api_requests_total", "connection", "thread"); n < 4 {
+		t.Errorf("%v critical requests over the thread transport, want the status writes and 3 creates", n)
 	}
 
 	if rt.Status.Selector != "app=web" || rt.Status.Criticality != 10 {
@@ -409,4 +418,33 @@ func TestRunReturnsTheErrorOfAnEngineThatDies(t *testing.T) {
 	if !errors.Is(err, errWorkersDied) {
 		t.Fatalf("Run = %v, want the engine's error", err)
 	}
+}
+
+// counterValue reads one labelled counter from reg.
+func counterValue(t *testing.T, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if hasLabel(m, label, value) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, label, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == label && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"os"
 	"strconv"
 	"strings"
@@ -128,6 +129,7 @@ type ctrlOpts struct {
 	pool  rtqueue.PoolConfig
 	qps   float32
 	burst int
+	reg   prometheus.Registerer
 }
 
 // running is an in-process controller the test can stop.
@@ -170,7 +172,7 @@ func (e *env) newControllerAndEngine(t *testing.T, o ctrlOpts) (*rtcontroller.Co
 	}
 	c, err := rtcontroller.New(rtcontroller.Options{
 		Config: e.cfg, Namespace: e.ns, Engine: engine, QPS: o.qps, Burst: o.burst,
-		Component: "gantry-e2e",
+		Component: "gantry-e2e", Registerer: o.reg,
 	})
 	if err != nil {
 		t.Fatal(err)
