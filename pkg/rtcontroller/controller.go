@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/transport"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
@@ -168,9 +169,13 @@ func (c *Controller) buildClients(scheme *runtime.Scheme) error {
 			c.log.Warn("critical requests share the HTTP/2 connection", "reason", err)
 		} else {
 			c.thread = t
-			prio.Wrap(func(next http.RoundTripper) http.RoundTripper {
+			// Innermost, in place of the base transport only: wrappers the
+			// caller put in the config (tracing, recording, auth) still see
+			// every request.
+			router := func(next http.RoundTripper) http.RoundTripper {
 				return newCriticalRouter(c.opts.CriticalFloor, t, next, c.metrics)
-			})
+			}
+			prio.WrapTransport = transport.Wrappers(router, prio.WrapTransport)
 		}
 	}
 	// Both wrappers only time requests whose context asks for it (Trace).
