@@ -91,6 +91,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	f.DurationVar(&opts.Iteration, "iteration", opts.Iteration, "length of one iteration")
 	f.DurationVar(&opts.Gap, "gap", opts.Gap, "mean pause between a service's scale-down and its next scale-up")
 	f.DurationVar(&opts.IntervalPeriod, "interval-period", opts.IntervalPeriod, "time between bursts in interval mode")
+	f.Float64Var(&opts.ChurnRate, "churn-rate", 0, "cap continuous interference at this many objects/s for every controller (0: back to back, as fast as each controller's apiserver absorbs)")
 	f.DurationVar(&opts.StageTimeout, "stage-timeout", opts.StageTimeout, "a stage not seen within this is counted as missed")
 	f.Uint64Var(&opts.Seed, "seed", opts.Seed, "seed of the scale-up schedule, the same for every controller")
 	f.StringVar(&ctlArgs, "controller-args", rq1ControllerArgs, "flags of `gantry controller` for the in-process Gantry controller")

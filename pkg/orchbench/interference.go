@@ -24,6 +24,9 @@ type Interference struct {
 	NodeSelector map[string]string
 	// IntervalPeriod separates bursts in interval mode.
 	IntervalPeriod time.Duration
+	// ChurnRate caps continuous mode's objects per second; 0 is back to
+	// back.
+	ChurnRate float64
 }
 
 // Run creates and deletes single-pod objects in c's mode and burst until
@@ -33,7 +36,7 @@ func (i Interference) Run(ctx context.Context, c Case) int {
 	if i.RTs != nil {
 		t = rtresources{rts: i.RTs, churnNS: i.Namespace, churnNodes: i.NodeSelector}
 	}
-	return churnLoop(ctx, ctx, t, c, 0, i.IntervalPeriod)
+	return churnLoop(ctx, ctx, t, c, 0, pacing{period: i.IntervalPeriod, rate: i.ChurnRate})
 }
 
 // InstallController installs the RTResource CRD and the controller's RBAC

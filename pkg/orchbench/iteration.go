@@ -200,11 +200,18 @@ func (s *sampleSink) p50(st Stage) float64 { return Summarize(s.values(st)).P50 
 // burst every IntervalPeriod; continuous mode starts the next burst as
 // soon as the last is deleted.
 func (r *runner) churn(parent, ctx context.Context, w *world, c Case, rep int) int {
-	return churnLoop(parent, ctx, w.target, c, rep, r.opts.IntervalPeriod)
+	return churnLoop(parent, ctx, w.target, c, rep, pacing{period: r.opts.IntervalPeriod, rate: r.opts.ChurnRate})
 }
 
-// churnLoop is churn on any target; period is the interval mode's.
-func churnLoop(parent, ctx context.Context, t target, c Case, rep int, period time.Duration) int {
+// pacing spaces the churn's bursts: period is the interval mode's, rate
+// (objects per second, 0 for none) caps the continuous mode's.
+type pacing struct {
+	period time.Duration
+	rate   float64
+}
+
+// churnLoop is churn on any target.
+func churnLoop(parent, ctx context.Context, t target, c Case, rep int, p pacing) int {
 	created := 0
 	for round := 0; ctx.Err() == nil; round++ {
 		start := time.Now()
@@ -221,7 +228,15 @@ func churnLoop(parent, ctx context.Context, t target, c Case, rep int, period ti
 		dctx, cancel := context.WithTimeout(parent, 5*time.Second)
 		parallel(names, func(n string) error { return t.deleteChurn(dctx, n) })
 		cancel()
-		if c.Mode == ModeInterval && !sleep(ctx, time.Until(start.Add(period))) {
+		next := time.Time{}
+		switch {
+		case c.Mode == ModeInterval:
+			next = start.Add(p.period)
+		case p.rate > 0:
+			// A burst's objects spread over the time the rate allows them.
+			next = start.Add(time.Duration(float64(c.Burst) / p.rate * float64(time.Second)))
+		}
+		if !next.IsZero() && !sleep(ctx, time.Until(next)) {
 			break
 		}
 	}

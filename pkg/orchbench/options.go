@@ -20,6 +20,10 @@ const (
 	ModeContinuous = "continuous"
 )
 
+// MaxChurnRate bounds --churn-rate: far above what a control plane
+// absorbs, low enough that a typo is caught.
+const MaxChurnRate = 10000
+
 // Controllers under test.
 const (
 	Vanilla    = "vanilla"     // Deployments, the real kube-controller-manager
@@ -99,6 +103,12 @@ type Options struct {
 	Gap time.Duration
 	// IntervalPeriod separates bursts in interval mode (10 s in the paper).
 	IntervalPeriod time.Duration
+	// ChurnRate caps the continuous mode's interference at this many
+	// objects created (and deleted) per second, the same for every
+	// controller; 0 sends them back to back, so each controller meets as
+	// much churn as its apiserver absorbs (vanilla's Deployments go about
+	// twice as fast as RTResources: docs/benchmarks.md).
+	ChurnRate float64
 	// StageTimeout bounds the wait for one scale-up's stages; a stage not
 	// reached by then is counted as missed.
 	StageTimeout time.Duration
@@ -149,6 +159,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("repetitions must be at least 1, got %d", o.Repetitions)
 	case o.Iteration < time.Second:
 		return fmt.Errorf("iteration must be at least 1s, got %v", o.Iteration)
+	case o.ChurnRate < 0 || o.ChurnRate > MaxChurnRate:
+		return fmt.Errorf("churn rate must be in 0..%d objects/s, got %v", MaxChurnRate, o.ChurnRate)
 	case o.Gap <= 0 || o.IntervalPeriod <= 0 || o.StageTimeout <= 0:
 		return fmt.Errorf("gap, interval period and stage timeout must be positive")
 	case len(o.Controllers) == 0 || len(o.Cases) == 0:

@@ -128,13 +128,15 @@ func NewRunQueue[T any](order Order, round time.Duration) *RunQueue[T] {
 // not copied at every doubling of its heaps (large copies the garbage
 // collector must also wait out).
 func (q *RunQueue[T]) Grow(n int) {
-	q.main.s = slices.Grow(q.main.s, n)
-	if q.order == LeastSlack {
-		// Under overload most of the backlog is set aside.
-		q.late.s = slices.Grow(q.late.s, n)
-		q.aside.s = slices.Grow(q.aside.s, n)
-		q.aside.gone = slices.Grow(q.aside.gone, n)
+	if q.order != LeastSlack {
+		q.main.s = slices.Grow(q.main.s, n)
+		return
 	}
+	// Under overload least slack sets most of the backlog aside; the main
+	// heap holds only what can still meet its deadline.
+	q.late.s = slices.Grow(q.late.s, n)
+	q.aside.s = slices.Grow(q.aside.s, n)
+	q.aside.gone = slices.Grow(q.aside.gone, n)
 }
 
 // RoundLen is the time between two reordering passes at a function whose
