@@ -30,6 +30,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -37,6 +38,7 @@ import (
 const (
 	DefaultMaxIdle     = 4
 	DefaultDialTimeout = 10 * time.Second
+	DefaultIdleTimeout = 30 * time.Second
 	// readBuffer holds the status line and headers; larger bodies stream
 	// through it.
 	readBuffer = 16 << 10
@@ -52,6 +54,7 @@ type Transport struct {
 	tls         *tls.Config
 	maxIdle     int
 	dialTimeout time.Duration
+	idleTimeout time.Duration
 
 	mu     sync.Mutex
 	idle   map[string][]*conn // by scheme://host:port
@@ -68,16 +71,23 @@ type Options struct {
 	MaxIdle int
 	// DialTimeout bounds a connect and a TLS handshake (default 10 s).
 	DialTimeout time.Duration
+	// IdleTimeout retires a connection idle this long (default 30 s)
+	// before a server does: a critical request then starts with a
+	// handshake rather than with a connection the server is closing.
+	IdleTimeout time.Duration
 }
 
 // New returns a transport.
 func New(o Options) *Transport {
-	t := &Transport{maxIdle: o.MaxIdle, dialTimeout: o.DialTimeout, idle: map[string][]*conn{}}
+	t := &Transport{maxIdle: o.MaxIdle, dialTimeout: o.DialTimeout, idleTimeout: o.IdleTimeout, idle: map[string][]*conn{}}
 	if t.maxIdle <= 0 {
 		t.maxIdle = DefaultMaxIdle
 	}
 	if t.dialTimeout <= 0 {
 		t.dialTimeout = DefaultDialTimeout
+	}
+	if t.idleTimeout <= 0 {
+		t.idleTimeout = DefaultIdleTimeout
 	}
 	if o.TLS != nil {
 		t.tls = o.TLS.Clone()
@@ -90,9 +100,18 @@ func New(o Options) *Transport {
 
 // conn is one kept-alive connection.
 type conn struct {
-	raw *fdConn
-	rw  net.Conn // raw, or a tls.Conn over it
-	br  *bufio.Reader
+	raw  *fdConn
+	rw   net.Conn // raw, or a tls.Conn over it
+	br   *bufio.Reader
+	read int64     // bytes read from rw, to tell "no answer at all" from a broken one
+	idle time.Time // when it was last put back
+}
+
+// Read feeds br, counting.
+func (c *conn) Read(p []byte) (int, error) {
+	n, err := c.rw.Read(p)
+	c.read += int64(n)
+	return n, err
 }
 
 func (c *conn) close() { _ = c.rw.Close() }
@@ -117,15 +136,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	resp, err := t.exchange(ctx, c, req)
-	if err != nil && reused && ctx.Err() == nil && replayable(req) {
-		// The server may close an idle connection as we send on it; as
-		// Go's transport does, retry such a request once on a new one.
+	resp, unanswered, err := t.exchange(ctx, c, req)
+	if err != nil && reused && unanswered && ctx.Err() == nil && rewindable(req) {
+		// The server closed the kept-alive connection before our request
+		// reached it (the write failed, or the connection ended without a
+		// byte of answer): it did not act on it, so it goes again, once,
+		// on a new connection. A connection that breaks after answering
+		// anything is not retried: the request may have been carried out.
 		c2, derr := t.dial(ctx, req.URL)
 		if derr != nil {
 			return nil, fmt.Errorf("%w (and a new connection failed: %v)", err, derr)
 		}
-		if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody != nil {
 			b, gerr := req.GetBody()
 			if gerr != nil {
 				c2.close()
@@ -136,7 +158,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req = r2
 		}
 		c = c2
-		resp, err = t.exchange(ctx, c, req)
+		resp, _, err = t.exchange(ctx, c, req)
 	}
 	if err != nil {
 		return nil, err
@@ -172,40 +194,40 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// replayable says whether a request may be sent again after a failure on
-// a reused connection, as net/http decides it: idempotent methods, or a
-// body that can be produced again.
-func replayable(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
+// rewindable says whether req's body can be sent again.
+func rewindable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
 // exchange writes req and reads the response headers. Cancelling ctx
 // shuts the connection down, which wakes the blocked call.
-func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request) (*http.Response, error) {
+// exchange writes req and reads the response headers. unanswered reports
+// a failure before the server sent a byte: the write failed, or the
+// connection ended without an answer. Cancelling ctx shuts the connection
+// down, which wakes the blocked call.
+func (t *Transport) exchange(ctx context.Context, c *conn, req *http.Request) (resp *http.Response, unanswered bool, err error) {
 	stop := watch(ctx, c)
 	if err := req.Write(c.rw); err != nil {
 		stop()
 		c.close()
-		return nil, ctxErr(ctx, err)
+		return nil, true, ctxErr(ctx, err)
 	}
-	resp, err := http.ReadResponse(c.br, req)
+	before := c.read
+	resp, err = http.ReadResponse(c.br, req)
 	if !stop() {
 		// Cancelled: the connection was shut down under the call.
 		c.close()
 		if err == nil {
 			_ = resp.Body.Close()
 		}
-		return nil, ctxErr(ctx, errors.New("rthttp: request cancelled"))
+		return nil, false, ctxErr(ctx, errors.New("rthttp: request cancelled"))
 	}
 	if err != nil {
 		c.close()
-		return nil, ctxErr(ctx, err)
+		closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+		return nil, closed && c.read == before, ctxErr(ctx, err)
 	}
-	return resp, nil
+	return resp, false, nil
 }
 
 // watch shuts c down if ctx ends before the returned stop is called.
@@ -231,13 +253,20 @@ func (t *Transport) get(ctx context.Context, key string, u *url.URL) (*conn, boo
 		t.mu.Unlock()
 		return nil, false, ErrClosed
 	}
-	if l := t.idle[key]; len(l) > 0 {
+	var stale []*conn
+	for l := t.idle[key]; len(l) > 0; l = t.idle[key] {
 		c := l[len(l)-1]
 		t.idle[key] = l[:len(l)-1]
+		if time.Since(c.idle) > t.idleTimeout {
+			stale = append(stale, c)
+			continue
+		}
 		t.mu.Unlock()
+		closeAll(stale)
 		return c, true, nil
 	}
 	t.mu.Unlock()
+	closeAll(stale)
 	c, err := t.dial(ctx, u)
 	return c, false, err
 }
@@ -282,7 +311,7 @@ func (t *Transport) dial(ctx context.Context, u *url.URL) (*conn, error) {
 			}
 			c.rw = tc
 		}
-		c.br = bufio.NewReaderSize(c.rw, readBuffer)
+		c.br = bufio.NewReaderSize(c, readBuffer)
 		return c, nil
 	}
 	return nil, errors.Join(errs...)
@@ -306,7 +335,14 @@ func (t *Transport) put(key string, c *conn) {
 		c.close()
 		return
 	}
+	c.idle = time.Now()
 	t.idle[key] = append(t.idle[key], c)
+}
+
+func closeAll(cs []*conn) {
+	for _, c := range cs {
+		c.close()
+	}
 }
 
 // CloseIdleConnections closes every idle connection.

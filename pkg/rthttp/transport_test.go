@@ -280,3 +280,57 @@ func TestRejectsWhatItCannotSend(t *testing.T) {
 		t.Error("dial to a closed port: no error")
 	}
 }
+
+func TestIdleConnectionsAreRetiredBeforeTheServerDoes(t *testing.T) {
+	srv, conns := echoServer(t, false)
+	tr := New(Options{IdleTimeout: 50 * time.Millisecond})
+	defer tr.Close()
+	for range 2 {
+		if _, err := post(tr, context.Background(), srv.URL, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(120 * time.Millisecond)
+	if _, err := post(tr, context.Background(), srv.URL, []byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("connections = %d, want 2 (one reused at once, a new one after the idle timeout)", n)
+	}
+}
+
+// A connection that breaks after the server has begun to answer is not
+// retried: the request may have been carried out.
+func TestAnAnsweredRequestIsNotSentTwice(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1) == 1 {
+			return // the first request is answered normally, to keep the connection
+		}
+		hj, ok := w.(http.Hijacker)
+		if !ok {
+			t.Error("no hijacker")
+			return
+		}
+		c, buf, err := hj.Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Le") // cut off mid-header
+		_ = buf.Flush()
+		_ = c.Close()
+	}))
+	defer srv.Close()
+	tr := New(Options{})
+	defer tr.Close()
+	if _, err := post(tr, context.Background(), srv.URL, []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := post(tr, context.Background(), srv.URL, []byte("two")); err == nil {
+		t.Fatal("a response cut off mid-header was taken for an answer")
+	}
+	if n := served.Load(); n != 2 {
+		t.Fatalf("the server saw %d requests, want 2: the cut-off one must not be sent again", n)
+	}
+}
