@@ -190,14 +190,15 @@ func (c *fdConn) Write(b []byte) (int, error) {
 	defer c.releaseFD()
 	done := 0
 	for done < len(b) {
-		n, err := syscall.Write(fd, b[done:])
+		// MSG_NOSIGNAL: a peer that has gone answers EPIPE, not SIGPIPE.
+		n, err := syscall.SendmsgN(fd, b[done:], nil, nil, syscall.MSG_NOSIGNAL)
 		switch {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
 			return done, c.opErr("write", timeoutError{})
 		case err != nil:
-			return done, c.opErr("write", os.NewSyscallError("write", err))
+			return done, c.opErr("write", os.NewSyscallError("sendmsg", err))
 		}
 		done += n
 	}

@@ -334,3 +334,16 @@ func TestAnAnsweredRequestIsNotSentTwice(t *testing.T) {
 		t.Fatalf("the server saw %d requests, want 2: the cut-off one must not be sent again", n)
 	}
 }
+
+// A host name goes through the resolver once per connection; the round
+// trip itself is the same.
+func TestDialsAHostName(t *testing.T) {
+	srv, _ := echoServer(t, false)
+	u := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	tr := New(Options{})
+	defer tr.Close()
+	got, err := post(tr, context.Background(), u, []byte("by name"))
+	if err != nil || string(got) != "by name" {
+		t.Fatalf("POST %s: %q, %v", u, got, err)
+	}
+}
