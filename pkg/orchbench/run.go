@@ -68,23 +68,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{}, started: time.Now(),
 		traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
-	// On the local control plane every controller gets one of its own.
-	// Sharing one, a controller inherited the last one's leftovers: the
-	// thousands of interfering Deployments, ReplicaSets and pods of a
-	// vanilla run are still being garbage-collected when the next
-	// controller starts, and its first minutes ran at a third of the churn
-	// and four times the latency of the same controller on a fresh one.
-	own := opts.Kubeconfig == ""
-	if !own {
-		stop, err := r.connect(ctx, opts.Controllers)
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-	}
 	for _, ctl := range opts.Controllers {
-		err := r.runOn(ctx, ctl, own)
-		if err != nil {
+		if err := r.runOn(ctx, ctl); err != nil {
 			if ctx.Err() != nil {
 				break
 			}
@@ -99,12 +84,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-// runOn runs one controller, on a control plane started for it when own.
-func (r *runner) runOn(ctx context.Context, ctl string, own bool) error {
-	if !own {
-		return r.runController(ctx, ctl)
-	}
-	stop, err := r.connect(ctx, []string{ctl})
+// runOn runs one controller on a control plane of its own: on the local
+// one, started for it. Sharing one, a controller inherited the last one's
+// leftovers: the thousands of interfering Deployments, ReplicaSets and
+// pods of a vanilla run were still being garbage-collected when the next
+// controller started, and its first minutes ran at a third of the churn
+// and four times the latency of the same controller on a fresh one. On a
+// --kubeconfig cluster every controller connects to the same one.
+func (r *runner) runOn(ctx context.Context, ctl string) error {
+	stop, err := r.connect(ctx, ctl)
 	if err != nil {
 		return err
 	}
@@ -121,7 +109,7 @@ func (r *runner) logf(format string, args ...any) {
 // connect starts the local control plane (or loads --kubeconfig), builds the
 // benchmark's own clients and installs the CRD. The returned func stops
 // what connect started.
-func (r *runner) connect(ctx context.Context, controllers []string) (func(), error) {
+func (r *runner) connect(ctx context.Context, ctl string) (func(), error) {
 	stop := func() {}
 	if r.opts.Kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", r.opts.Kubeconfig)
@@ -146,7 +134,7 @@ func (r *runner) connect(ctx context.Context, controllers []string) (func(), err
 		stop()
 		return nil, err
 	}
-	if contains(controllers, isGantry) {
+	if isGantry(ctl) {
 		if err := installCRD(ctx, r.cfg, r.opts.CRDPath); err != nil {
 			stop()
 			return nil, err
@@ -175,15 +163,6 @@ func (r *runner) clients() error {
 	}
 	r.rts, err = rtcontroller.NewRTClients(cfg, scheme)
 	return err
-}
-
-func contains(xs []string, f func(string) bool) bool {
-	for _, x := range xs {
-		if f(x) {
-			return true
-		}
-	}
-	return false
 }
 
 // world is one controller's namespaces, objects and watches.

@@ -36,16 +36,14 @@ type fdConn struct {
 	release bool          // descriptor already given back
 }
 
-// errTimeout satisfies net.Error so callers treat an expired deadline as
-// a timeout, as with Go's own connections.
+// timeoutError satisfies net.Error so callers treat an expired deadline
+// as a timeout, as with Go's own connections.
 type timeoutError struct{}
 
 func (timeoutError) Error() string   { return "rthttp: i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 func (timeoutError) Unwrap() error   { return os.ErrDeadlineExceeded }
-
-var errClosed = net.ErrClosed
 
 // dial connects a blocking TCP socket to addr within timeout.
 func dial(addr netip.AddrPort, timeout time.Duration) (*fdConn, error) {
@@ -117,7 +115,7 @@ func (c *fdConn) acquire(read bool) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return -1, errClosed
+		return -1, net.ErrClosed
 	}
 	dl, set, opt := c.wdl, &c.wtoSet, syscall.SO_SNDTIMEO
 	if read {
@@ -174,7 +172,7 @@ func (c *fdConn) Read(b []byte) (int, error) {
 			return 0, c.opErr("read", os.NewSyscallError("read", err))
 		case n == 0:
 			if c.isClosed() {
-				return 0, c.opErr("read", errClosed)
+				return 0, c.opErr("read", net.ErrClosed)
 			}
 			return 0, io.EOF
 		}
@@ -221,7 +219,7 @@ func (c *fdConn) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return errClosed
+		return net.ErrClosed
 	}
 	c.closed = true
 	if c.inUse > 0 {

@@ -199,8 +199,6 @@ func rewindable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
-// exchange writes req and reads the response headers. Cancelling ctx
-// shuts the connection down, which wakes the blocked call.
 // exchange writes req and reads the response headers. unanswered reports
 // a failure before the server sent a byte: the write failed, or the
 // connection ended without an answer. Cancelling ctx shuts the connection
@@ -352,9 +350,7 @@ func (t *Transport) CloseIdleConnections() {
 	t.idle = map[string][]*conn{}
 	t.mu.Unlock()
 	for _, l := range idle {
-		for _, c := range l {
-			c.close()
-		}
+		closeAll(l)
 	}
 }
 
