@@ -69,6 +69,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{}, started: time.Now(),
 		traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
 	for _, ctl := range opts.Controllers {
+		if ctx.Err() != nil {
+			break // interrupted: no control plane for the next controller
+		}
 		if err := r.runOn(ctx, ctl); err != nil {
 			if ctx.Err() != nil {
 				break
