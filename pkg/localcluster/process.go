@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"gantry.dev/gantry/internal/childproc"
+	"gantry.dev/gantry/pkg/childproc"
 )
 
 // logTailLines is how many log lines an early-exit error quotes.

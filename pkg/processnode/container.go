@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"gantry.dev/gantry/internal/childproc"
+	"gantry.dev/gantry/pkg/childproc"
 )
 
 // exitStartError is the exit code of a run whose program could not start.

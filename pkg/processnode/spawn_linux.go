@@ -4,7 +4,7 @@ import (
 	"os/exec"
 	"syscall"
 
-	"gantry.dev/gantry/internal/childproc"
+	"gantry.dev/gantry/pkg/childproc"
 )
 
 func startCmd(cmd *exec.Cmd) error { return childproc.Start(cmd) }
