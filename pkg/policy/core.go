@@ -187,13 +187,9 @@ func (c *core) initTruthPool() {
 	}
 }
 
-func (c *core) Name() string    { return c.name }
-func (c *core) Order() Order    { return c.p.order }
-func (c *core) Detailed() bool  { return c.p.react == reactOverload }
-func (c *core) Dedicated() bool { return c.p.react == reactPerRequest }
-
-// Instances is nil except for the commercial baseline.
-func (c *core) Instances() *Instances { return c.p.instances }
+func (c *core) Name() string { return c.name }
+func (c *core) Order() Order  { return c.p.order }
+func (c *core) Caps() Caps    { return c.p.caps() }
 
 // Estimate predicts a request's execution time at fn: the profiled model
 // (scaled to the packing quantile), else the observed mean, else the

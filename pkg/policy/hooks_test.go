@@ -3,7 +3,6 @@ package policy
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 )
@@ -338,25 +337,6 @@ func TestHooksInRandomOrderStayWithinLimits(t *testing.T) {
 					}
 				}
 			}
-		}
-	}
-}
-
-// The policies that do not plan with a cold start or a chain have no hooks.
-func TestOnlyTheCorePoliciesHaveTheHooks(t *testing.T) {
-	s := spec(FunctionSpec{Name: "f", SLO: time.Second})
-	if _, ok := mustNew(t, "knative", s).(hooks); ok {
-		t.Error("knative has the hooks")
-	}
-	if _, ok := Fixed(2).(hooks); ok {
-		t.Error("Fixed has the hooks")
-	}
-	for _, name := range slices.Concat(Names(), Ablations(), ChainAblations()) {
-		if name == "knative" || name == "oracle" {
-			continue
-		}
-		if _, ok := mustNew(t, name, s).(hooks); !ok {
-			t.Errorf("%s has no hooks", name)
 		}
 	}
 }

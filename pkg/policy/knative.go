@@ -60,8 +60,7 @@ func newKnative(spec Spec) *knative {
 
 func (*knative) Name() string                        { return "knative" }
 func (*knative) Order() Order                        { return FIFO }
-func (*knative) Detailed() bool                      { return false }
-func (*knative) Dedicated() bool                     { return false }
+func (*knative) Caps() Caps                          { return knativeCaps }
 func (*knative) Estimate(int, float64) time.Duration { return 0 }
 
 // Arrive starts nothing: requests wait in the queue (the activator's

@@ -179,17 +179,26 @@ func New(name string, spec Spec) (Policy, error) {
 		}
 		return newKnative(spec), nil
 	}
-	p, ok := catalog[name]
-	if undo, isAblation := ablations[name]; isAblation {
-		p, ok = catalog["gantry"], true
-		undo(&p)
-	}
-	if undo, isAblation := chainAblations[name]; isAblation {
-		p, ok = catalog["cypress"], true
-		undo(&p)
-	}
+	p, ok := partsFor(name)
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownPolicy, name, Names())
 	}
 	return newCore(name, p, spec)
+}
+
+// partsFor is the mechanisms of a named policy built from parts, or of an
+// ablation of one.
+func partsFor(name string) (parts, bool) {
+	if undo, ok := ablations[name]; ok {
+		p := catalog["gantry"]
+		undo(&p)
+		return p, true
+	}
+	if undo, ok := chainAblations[name]; ok {
+		p := catalog["cypress"]
+		undo(&p)
+		return p, true
+	}
+	p, ok := catalog[name]
+	return p, ok
 }

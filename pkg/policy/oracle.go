@@ -43,10 +43,9 @@ func newOracle(spec Spec) (*oracle, error) {
 	return &oracle{spec: spec, plans: spec.Truth.Planned, next: make([]int, len(spec.Functions))}, nil
 }
 
-func (*oracle) Name() string    { return "oracle" }
-func (*oracle) Order() Order    { return LeastSlack }
-func (*oracle) Detailed() bool  { return false }
-func (*oracle) Dedicated() bool { return false }
+func (*oracle) Name() string { return "oracle" }
+func (*oracle) Order() Order  { return LeastSlack }
+func (*oracle) Caps() Caps    { return oracleCaps }
 
 // Estimate is the true mean execution time when the driver gave it.
 func (o *oracle) Estimate(fn int, size float64) time.Duration {

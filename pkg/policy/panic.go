@@ -30,8 +30,6 @@ const (
 	panicRing = 16
 	cusumK    = 0.5
 	cusumH    = 5
-	// defaultTick is the nominal tick when Spec.Tick is zero.
-	defaultTick = 500 * time.Millisecond
 )
 
 // panicState is the panic rule's memory.
@@ -68,7 +66,7 @@ func (c *core) surge(now time.Time) float64 {
 	if c.p.panicMinSpan {
 		minSpan = c.spec.Tick
 		if minSpan <= 0 {
-			minSpan = defaultTick
+			minSpan = DefaultTick
 		}
 	}
 	from := prev

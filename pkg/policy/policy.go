@@ -100,7 +100,7 @@ type Item struct {
 }
 
 // View is a function's state at a planning tick. Queue, Running and Free
-// are filled only for policies whose Detailed method returns true.
+// are filled only for policies with Caps.Detailed.
 type View struct {
 	Counts
 	// MaxWait is the longest time any queued request has waited.
@@ -126,12 +126,10 @@ type Policy interface {
 	Name() string
 	// Order is the run order of every function's queue.
 	Order() Order
-	// Detailed reports whether Plan needs View.Queue, Running and Free.
-	Detailed() bool
-	// Dedicated reports whether every request that finds no idle container
-	// gets a new container of its own and waits for it, never queueing
-	// behind another request (no batching: Atoll, commercial platforms).
-	Dedicated() bool
+	// Caps are the policy's capabilities: what it asks of the driver
+	// beyond these methods (contract.go). A driver binds a policy with
+	// NewContract, which refuses what the driver cannot honour.
+	Caps() Caps
 	// Estimate predicts the execution time of a request at function fn.
 	Estimate(fn int, size float64) time.Duration
 	// Arrive records a request entering function fn's queue and returns
@@ -146,8 +144,7 @@ type Policy interface {
 	Plan(now time.Time, views []View, out []Decision)
 }
 
-// Instances is how a driver manages a policy's idle instances when the
-// policy implements InstanceModel and returns a non-nil value.
+// Instances is how a driver manages a policy's idle instances (Caps.Instances).
 type Instances struct {
 	// NewestFirst gives a request the idle instance created last, as
 	// SimFaaS does, instead of the driver's default choice.
@@ -155,12 +152,6 @@ type Instances struct {
 	// KeepAlive, when positive, expires an instance exactly this long
 	// after its last request finished.
 	KeepAlive time.Duration
-}
-
-// InstanceModel is implemented by policies that fix how idle instances
-// are picked and expired (the commercial baseline).
-type InstanceModel interface {
-	Instances() *Instances
 }
 
 // names is the order in which reports list the policies: ours last so it

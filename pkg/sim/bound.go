@@ -89,7 +89,7 @@ func computeBound(ctx context.Context, cfg *Config) (Bound, error) {
 // the requests without the engine, and the two must agree.
 func newBoundAccs(cfg *Config) []*bound.Acc {
 	horizon := cfg.Trace.Duration() + cfg.App.SLO + time.Second
-	slos := functionSLOs(cfg.App)
+	slos, _ := functionSLOs(cfg.App)
 	warm := prewarmCounts(cfg)
 	accs := make([]*bound.Acc, len(cfg.App.Chain))
 	for f := range accs {
@@ -132,7 +132,7 @@ func clairvoyantPlan(ctx context.Context, cfg *Config) ([][]policy.PlanStep, err
 	if err != nil {
 		return nil, err
 	}
-	slos := functionSLOs(cfg.App)
+	slos, _ := functionSLOs(cfg.App)
 	warm := prewarmCounts(cfg)
 	release := arrivals
 	jobs := make([]bound.Job, len(arrivals))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/policy/policytest"
 )
 
 // A cancelled context stops the run at the next tick with the cause, not
@@ -39,7 +40,7 @@ func TestRunContextStopsWhenTheContextEnds(t *testing.T) {
 func TestOverloadIsShedAtTheQueueBound(t *testing.T) {
 	app := flatApp(100*time.Millisecond, time.Second)
 	cfg := Config{App: app, Dist: dist(t, "uniform"), Trace: constantTrace(100, time.Minute),
-		Custom: policy.Fixed(2), Seed: 1, MaxQueue: 50}
+		Custom: policytest.Fixed(2), Seed: 1, MaxQueue: 50}
 	var completed int64
 	cfg.OnComplete = func(int64, time.Duration) { completed++ }
 	res, err := Run(cfg)
@@ -77,7 +78,7 @@ type detailedFixed struct {
 	maxShown, maxQueued int
 }
 
-func (p *detailedFixed) Detailed() bool { return true }
+func (p *detailedFixed) Caps() policy.Caps { return policy.Caps{Detailed: true} }
 
 func (p *detailedFixed) Plan(now time.Time, views []policy.View, out []policy.Decision) {
 	for _, v := range views {
@@ -90,7 +91,7 @@ func (p *detailedFixed) Plan(now time.Time, views []policy.View, out []policy.De
 // A policy that plans on the queue sees at most viewCap requests of it, so
 // a tick costs the same whatever the backlog; Queued still counts them all.
 func TestDetailedViewIsCappedWhateverTheBacklog(t *testing.T) {
-	p := &detailedFixed{Policy: policy.Fixed(1)}
+	p := &detailedFixed{Policy: policytest.Fixed(1)}
 	cfg := Config{App: flatApp(100*time.Millisecond, time.Second), Dist: dist(t, "uniform"),
 		Trace: constantTrace(200, time.Minute), Custom: p, Seed: 1, Nodes: 1, CoresPerNode: 8, MaxQueue: MaxQueueBound}
 	if _, err := Run(cfg); err != nil {

@@ -29,9 +29,6 @@ type container struct {
 	// periods, so a stale entry of the newest-first pool can be told.
 	seq     uint64
 	idleGen uint32
-	// bound is the request this starting container was started for, under
-	// a dedicated policy (-1 otherwise): it runs that request when ready.
-	bound   int32
 	spawnAt int64
 	readyAt int64
 	// idleAt is when it became idle; startAt when its request started.

@@ -15,22 +15,21 @@ import (
 	"gantry.dev/gantry/pkg/workload"
 )
 
-// Defaults applied by Run when the matching Config field is zero. They are
-// the paper's real-system set-up (6 nodes x 48 cores, 192 GB) and Fifer's
-// simulator constants (1.5 s cold start, 10 min idle reclaim, 10 s window).
+// Defaults applied by Run when the matching Config field is zero. The
+// cluster is the paper's real-system set-up (6 nodes x 48 cores, 192 GB)
+// and the cold start Fifer's simulator constant (1.5 s); the idle
+// timeout, window, tick and queue bound are the policy core's, which the
+// live dispatcher runs with too.
 const (
 	DefaultNodes             = 6
 	DefaultCoresPerNode      = 48
 	DefaultMemoryPerNodeMB   = 192 * 1024
 	DefaultContainerMemoryMB = 2048
 	DefaultColdStart         = 1500 * time.Millisecond
-	DefaultIdleTimeout       = 10 * time.Minute
-	DefaultWindow            = 10 * time.Second
-	DefaultTick              = 500 * time.Millisecond
-	// DefaultMaxQueue is the live gateway's per-function queue bound
-	// (stack.DefaultMaxQueue): a request that finds this many waiting is
-	// rejected, as the gateway answers 429.
-	DefaultMaxQueue = 1000
+	DefaultIdleTimeout       = policy.DefaultIdleTimeout
+	DefaultWindow            = policy.DefaultWindow
+	DefaultTick              = policy.DefaultTick
+	DefaultMaxQueue          = policy.DefaultMaxQueue
 )
 
 // Bounds on the cluster a Config may describe, checked before anything is
@@ -40,9 +39,7 @@ const (
 	MaxNodes        = 100_000
 	MaxCoresPerNode = 4096
 	MaxColdStart    = time.Hour
-	// MaxQueueBound is the largest per-function queue bound, the live
-	// gateway's (stack.MaxQueueBound).
-	MaxQueueBound = 100_000
+	MaxQueueBound   = policy.MaxQueueBound
 )
 
 var (

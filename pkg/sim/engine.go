@@ -41,7 +41,12 @@ type fnRuntime struct {
 	slo      int64
 	deadline int64 // cumulative SLO up to and including this function
 	queue    *policy.RunQueue[int32]
-	idle     idlePool
+	// bound lists, from boundHead on, the requests waiting for an
+	// instance of their own under a dedicated policy, in arrival order:
+	// each takes the next instance of the function that becomes ready.
+	bound     []int32
+	boundHead int
+	idle      idlePool
 	// expiry lists the idle periods in the order they began (so in order
 	// of when they expire) under a keep-alive; one evExpire is pending
 	// for the earliest one still current.
@@ -53,20 +58,24 @@ type fnRuntime struct {
 }
 
 type engine struct {
-	ctx       context.Context
-	cfg       Config
-	pol       policy.Policy
-	order     policy.Order
-	detail    bool
-	needPred  bool
-	dedicated bool
-	// inst is the policy's instance model (nil: the engine's default).
-	inst     *policy.Instances
+	ctx context.Context
+	cfg Config
+	pol policy.Policy
+	// con is the driver contract for pol: its capabilities and the rules
+	// of driving it, the same as the live dispatcher's.
+	con      *policy.Contract
+	order    policy.Order
+	detail   bool
 	spawnSeq uint64
-	// waker is the policy when it asks to plan at instants of its own;
-	// wakeAt is the pending evWake's time (0: none).
-	waker  policy.Waker
+	// wakeAt is the pending evWake's time (0: none), for a policy that
+	// plans at instants of its own.
 	wakeAt int64
+	// coldStarts is each function's expected cold start, fed with the
+	// measured ones as the live dispatcher feeds them.
+	coldStarts []policy.ColdStartEstimate
+	// observe, when set, is told of every start, stop and run (the
+	// conformance scripts read it).
+	observe func(observation)
 
 	fns      []fnRuntime
 	cl       *cluster
@@ -107,33 +116,32 @@ type engine struct {
 	err     error
 }
 
-func newEngine(ctx context.Context, cfg Config, pol policy.Policy) *engine {
-	e := &engine{ctx: ctx, cfg: cfg, pol: pol, order: pol.Order(), detail: pol.Detailed(),
+// support is what the simulator honours beyond what every driver must:
+// it knows the future, and it can plan at any instant.
+var support = policy.Support{Clairvoyant: true, Wakes: true}
+
+func newEngine(ctx context.Context, cfg Config, pol policy.Policy) (*engine, error) {
+	con, err := policy.NewContract(pol, support)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{ctx: ctx, cfg: cfg, pol: pol, con: con, order: pol.Order(), detail: con.Caps.Detailed,
 		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
-	e.needPred = e.order != policy.FIFO || e.detail
-	e.dedicated = pol.Dedicated()
-	if w, ok := pol.(policy.Waker); ok {
-		e.waker = w
-	}
-	if im, ok := pol.(policy.InstanceModel); ok {
-		e.inst = im.Instances()
-	}
 	e.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
 	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
 	e.execKey, e.outKey = &keyedSource{}, &keyedSource{}
 	e.execRng, e.outRng = rand.New(e.execKey), rand.New(e.outKey)
-	slos := functionSLOs(cfg.App)
-	var cum int64
+	slos, cum := functionSLOs(cfg.App)
 	for i, f := range cfg.App.Chain {
-		cum += int64(slos[i])
-		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: cum, lat: newLatency(slos[i]),
+		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: int64(cum[i]), lat: newLatency(slos[i]),
 			queue: policy.NewRunQueue[int32](e.order, policy.RoundLen(cfg.Tick, slos[i])),
 			idle:  newIdlePool(cfg.Nodes)})
+		e.coldStarts = append(e.coldStarts, policy.NewColdStartEstimate(cfg.ColdStart))
 	}
 	e.views = make([]policy.View, len(e.fns))
 	e.decs = make([]policy.Decision, len(e.fns))
 	e.reserve()
-	return e
+	return e, nil
 }
 
 // reserve sizes the request pool for the most requests that can be in
@@ -161,22 +169,17 @@ func (e *engine) reserve() {
 	e.chainOut = make([]float64, 0, int(n)*len(e.fns))
 }
 
-// functionSLOs splits the app SLO over the chain in proportion to each
-// function's share of the maximum end-to-end execution time, the way
-// Kraken and Fifer derive per-stage slack.
-func functionSLOs(app workload.App) []time.Duration {
-	out := make([]time.Duration, len(app.Chain))
-	total := float64(app.MaxExec())
+// functionSLOs splits the app SLO over the chain (policy.SplitSLO), each
+// function weighted by its mean execution time at the largest input, its
+// share of the chain's longest execution.
+func functionSLOs(app workload.App) (share, cum []time.Duration) {
+	w := make([]float64, len(app.Chain))
 	size := app.MaxSize
 	for i, f := range app.Chain {
-		share := 1 / float64(len(app.Chain))
-		if total > 0 {
-			share = float64(f.ExecMean(size)) / total
-		}
-		out[i] = max(time.Millisecond, time.Duration(share*float64(app.SLO)))
+		w[i] = float64(f.ExecMean(size))
 		size = f.OutputMean(size)
 	}
-	return out
+	return policy.SplitSLO(app.SLO, w)
 }
 
 func (e *engine) policyTime(t int64) time.Time { return epoch.Add(time.Duration(t)) }
@@ -199,20 +202,7 @@ func (e *engine) run() error {
 		if (ev.kind == evTick || n%checkEvery == 0) && e.stopped() {
 			break
 		}
-		switch ev.kind {
-		case evArrival:
-			e.onArrival()
-		case evDone:
-			e.onDone(ev.id)
-		case evReady:
-			e.onReady(ev.id)
-		case evTick:
-			e.onTick()
-		case evExpire:
-			e.onExpire(ev.id)
-		case evWake:
-			e.onWake()
-		}
+		e.handle(ev)
 		if e.cfg.Progress != nil && e.now >= nextProgress {
 			e.cfg.Progress(time.Duration(min(e.now, e.end)), time.Duration(e.end))
 			nextProgress += int64(e.cfg.Window)
@@ -225,6 +215,24 @@ func (e *engine) run() error {
 		e.err = e.checkLittle()
 	}
 	return e.err
+}
+
+// handle runs one event at the current time.
+func (e *engine) handle(ev event) {
+	switch ev.kind {
+	case evArrival:
+		e.onArrival()
+	case evDone:
+		e.onDone(ev.id)
+	case evReady:
+		e.onReady(ev.id)
+	case evTick:
+		e.onTick()
+	case evExpire:
+		e.onExpire(ev.id)
+	case evWake:
+		e.onWake()
+	}
 }
 
 // checkEvery is how many events may pass between two looks at the
@@ -330,25 +338,41 @@ func (e *engine) enqueue(fn int32, r int32) {
 	req := &e.reqs[r]
 	req.fn, req.enq = fn, e.now
 	rt := &e.fns[fn]
-	if e.needPred {
-		req.pred = int64(e.pol.Estimate(int(fn), req.size))
+	req.pred = e.con.Estimate(int(fn), req.size)
+	a := policy.Arrival{Queued: rt.queue.Len(), Free: rt.idle.len() > 0, MaxQueue: e.maxQueue()}
+	where := e.con.Admit(a)
+	if where == policy.StartOwn && !e.bindNew(fn, r) {
+		where = policy.Queue(a)
 	}
-	switch {
-	case rt.queue.Len() == 0 && rt.idle.len() > 0:
+	switch where {
+	case policy.RunNow:
 		e.start(e.takeIdle(rt), r)
-	case e.dedicated && e.bindNew(fn, r):
-	case e.cfg.MaxQueue >= 0 && rt.queue.Len() >= e.cfg.MaxQueue:
-		// The live gateway answers 429 here, before the policy sees the
-		// request.
+	case policy.Refuse:
 		e.reject(fn, r)
 		return
-	default:
+	case policy.Enqueue:
 		rt.queue.Push(e.entry(rt, req), r)
 	}
-	c := e.counts(fn)
-	if add := e.pol.Arrive(e.policyTime(e.now), int(fn), req.size, c); add > 0 {
+	now := e.policyTime(e.now)
+	if add := e.pol.Arrive(now, int(fn), req.size, e.counts(fn)); add > 0 {
 		e.spawn(fn, add)
 	}
+	if e.con.LookAheadDue(now, int(fn), len(e.fns)) {
+		e.fillViews()
+		e.con.LookAhead(now, e.views, e.decs)
+		for f, d := range e.decs {
+			e.spawn(int32(f), d.Add)
+		}
+	}
+}
+
+// maxQueue is the queue bound Admit applies; an unbounded run
+// (Config.MaxQueue < 0) has none.
+func (e *engine) maxQueue() int {
+	if e.cfg.MaxQueue < 0 {
+		return math.MaxInt
+	}
+	return e.cfg.MaxQueue
 }
 
 // countInFlight changes the requests in flight by delta, integrating them
@@ -374,6 +398,7 @@ func (e *engine) checkLittle() error {
 // request of the function and of the app that missed its SLO.
 func (e *engine) reject(fn int32, r int32) {
 	rt := &e.fns[fn]
+	e.note(obsRefuse, fn, -1, e.reqs[r].id)
 	rt.lat.rejected++
 	e.app.rejected++
 	e.rejected++
@@ -417,6 +442,7 @@ func (e *engine) start(id int32, r int32) {
 	e.cl.setBusy(e.now, 1)
 	rt.lat.record(e.now-req.enq+req.exec, wait-cold, cold, req.exec)
 	e.events.push(e.now+req.exec, evDone, id)
+	e.note(obsRun, c.fn, id, req.id)
 }
 
 func (e *engine) onDone(id int32) {
@@ -446,23 +472,22 @@ func (e *engine) free(id int32) {
 	c.state, c.idleAt = csIdle, e.now
 	c.idleGen++
 	rt.idle.push(id, c.node)
-	if e.inst != nil {
-		if e.inst.NewestFirst {
-			rt.idle.compactNewest(e.ctrs)
-			rt.idle.pushNewest(id, c.seq, c.idleGen)
-		}
-		if e.inst.KeepAlive > 0 {
-			rt.expiry = append(rt.expiry, idleRef{seq: c.seq, gen: c.idleGen, id: id})
-			e.scheduleExpiry(c.fn)
-		}
+	if e.con.Caps.Instances.NewestFirst {
+		rt.idle.compactNewest(e.ctrs)
+		rt.idle.pushNewest(id, c.seq, c.idleGen)
+	}
+	if e.con.ExactExpiry() {
+		rt.expiry = append(rt.expiry, idleRef{seq: c.seq, gen: c.idleGen, id: id})
+		e.scheduleExpiry(c.fn)
 	}
 }
 
-// takeIdle takes the idle container a request should run on: the newest
-// by creation under a NewestFirst instance model, else the most recently
-// idle on the lowest node.
+// takeIdle takes the idle container a request should run on, the one
+// policy.Contract.TakesBefore picks: the newest by creation under a
+// NewestFirst instance model, else the most recently idle on the lowest
+// node. The idle pool keeps them in that order (TestIdlePoolFollowsTheContract).
 func (e *engine) takeIdle(rt *fnRuntime) int32 {
-	if e.inst != nil && e.inst.NewestFirst {
+	if e.con.Caps.Instances.NewestFirst {
 		id := rt.idle.popNewest(e.ctrs)
 		rt.idle.remove(id, e.ctrs[id].node)
 		return id
@@ -493,7 +518,7 @@ func (e *engine) scheduleExpiry(fn int32) {
 		return
 	}
 	head := &e.ctrs[rt.expiry[rt.expiryHead].id]
-	e.events.push(head.idleAt+int64(e.inst.KeepAlive), evExpire, fn)
+	e.events.push(head.idleAt+int64(e.keepAlive()), evExpire, fn)
 	rt.expiryPending = true
 }
 
@@ -507,7 +532,7 @@ func (e *engine) onExpire(fn int32) {
 		r := rt.expiry[rt.expiryHead]
 		if e.current(r) {
 			c := &e.ctrs[r.id]
-			if c.idleAt+int64(e.inst.KeepAlive) > e.now {
+			if c.idleAt+int64(e.keepAlive()) > e.now {
 				break
 			}
 			rt.idle.remove(r.id, c.node)
@@ -550,8 +575,17 @@ func (e *engine) onReady(id int32) {
 	}
 	rt := &e.fns[c.fn]
 	rt.m.starting--
-	if r := c.bound; r >= 0 {
-		c.bound = -1
+	e.measuredColdStart(c.fn, time.Duration(c.readyAt-c.spawnAt))
+	e.note(obsReady, c.fn, id, -1)
+	if len(rt.bound) > rt.boundHead {
+		// A request waiting for an instance of its own takes the first
+		// that is ready (instances are alike), as the live dispatcher
+		// hands it out.
+		r := rt.bound[rt.boundHead]
+		rt.boundHead++
+		if rt.boundHead == len(rt.bound) {
+			rt.bound, rt.boundHead = rt.bound[:0], 0
+		}
 		rt.m.advance(e.now)
 		rt.m.bound--
 		e.start(id, r)
@@ -565,13 +599,24 @@ func (e *engine) onReady(id int32) {
 // container to free up, as on platforms that run one request per
 // container. It reports false when the cluster is full.
 func (e *engine) bindNew(fn int32, r int32) bool {
-	id := e.spawnOne(fn)
-	if id < 0 {
+	if e.spawnOne(fn) < 0 {
 		return false
 	}
-	e.ctrs[id].bound = r
 	rt := &e.fns[fn]
+	rt.bound = append(rt.bound, r)
 	rt.m.advance(e.now)
 	rt.m.bound++
 	return true
+}
+
+// measuredColdStart folds a container's cold start into its function's
+// expected one and plans the chain with the longest, as the live
+// dispatcher does with the starts it measures.
+func (e *engine) measuredColdStart(fn int32, d time.Duration) {
+	e.coldStarts[fn].Observe(d)
+	var longest time.Duration
+	for _, c := range e.coldStarts {
+		longest = max(longest, c.Value())
+	}
+	e.con.SetColdStart(longest)
 }

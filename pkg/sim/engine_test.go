@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/policy/policytest"
 	"gantry.dev/gantry/pkg/workload"
 )
 
@@ -30,9 +31,12 @@ func flatApp(exec time.Duration, slo time.Duration) workload.App {
 // behind those that still can.
 func TestLeastSlackServesRequestsThatCanStillMeetTheirDeadlineFirst(t *testing.T) {
 	cfg := Config{App: flatApp(100*time.Millisecond, time.Second), Dist: dist(t, "uniform"),
-		Trace: constantTrace(1, time.Second), Custom: ordered{policy.Fixed(1), policy.LeastSlack}}
+		Trace: constantTrace(1, time.Second), Custom: ordered{policytest.Fixed(1), policy.LeastSlack}}
 	cfg.applyDefaults()
-	e := newEngine(context.Background(), cfg, cfg.Custom)
+	e, err := newEngine(context.Background(), cfg, cfg.Custom)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rt := &e.fns[0]
 	add := func(arrival int64) int32 {
 		r := e.newRequest()
@@ -75,7 +79,7 @@ func TestFullClusterRefusesContainersButCompletesEveryRequest(t *testing.T) {
 // known in closed form from the run's own figures.
 func TestEnergyFollowsTheDocumentedModel(t *testing.T) {
 	res, err := Run(Config{App: flatApp(50*time.Millisecond, time.Second), Dist: dist(t, "uniform"),
-		Trace: constantTrace(10, 10*time.Minute), Custom: policy.Fixed(3), Seed: 1})
+		Trace: constantTrace(10, 10*time.Minute), Custom: policytest.Fixed(3), Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +116,12 @@ func TestProgressReportsEveryWindow(t *testing.T) {
 // or a steady stream of heavy requests would starve the light ones.
 func TestISReorderingRunsHeaviestFirstWithinARoundWithoutStarvingEarlierRounds(t *testing.T) {
 	cfg := Config{App: flatApp(100*time.Millisecond, time.Second), Dist: dist(t, "uniform"),
-		Trace: constantTrace(1, time.Second), Custom: ordered{policy.Fixed(1), policy.HeaviestFirst}}
+		Trace: constantTrace(1, time.Second), Custom: ordered{policytest.Fixed(1), policy.HeaviestFirst}}
 	cfg.applyDefaults()
-	e := newEngine(context.Background(), cfg, cfg.Custom)
+	e, err := newEngine(context.Background(), cfg, cfg.Custom)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rt := &e.fns[0]
 	add := func(enq int64, pred time.Duration) int32 {
 		r := e.newRequest()

@@ -35,7 +35,10 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, err
 		}
 	}
-	e := newEngine(ctx, cfg, pol)
+	e, err := newEngine(ctx, cfg, pol)
+	if err != nil {
+		return Result{}, err
+	}
 	if !cfg.NoBound {
 		e.accs = newBoundAccs(&cfg)
 	}
@@ -59,7 +62,7 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 // policySpec is what a policy may know up front. Truth is only read by
 // the oracle.
 func policySpec(cfg *Config) policy.Spec {
-	slos := functionSLOs(cfg.App)
+	slos, _ := functionSLOs(cfg.App)
 	spec := policy.Spec{
 		App: cfg.App.Name, AppSLO: cfg.App.SLO,
 		MinSize: cfg.App.MinSize, MaxSize: cfg.App.MaxSize,

@@ -27,7 +27,7 @@ func (e *engine) spawnOne(fn int32) int32 {
 	rt := &e.fns[fn]
 	id := e.newContainer()
 	e.spawnSeq++
-	e.ctrs[id] = container{fn: fn, node: node, state: csStarting, fresh: true, bound: -1,
+	e.ctrs[id] = container{fn: fn, node: node, state: csStarting, fresh: true,
 		spawnAt: e.now, readyAt: e.now + int64(e.cfg.ColdStart), seq: e.spawnSeq}
 	rt.m.advance(e.now)
 	rt.m.live++
@@ -35,6 +35,7 @@ func (e *engine) spawnOne(fn int32) int32 {
 	rt.m.spawned++
 	rt.m.peak = max(rt.m.peak, rt.m.live)
 	e.events.push(e.now+int64(e.cfg.ColdStart), evReady, id)
+	e.note(obsStart, fn, id, -1)
 	return id
 }
 
@@ -87,6 +88,7 @@ func (e *engine) kill(id int32) {
 	e.cl.release(e.now, c.node)
 	c.state = csFree
 	e.freeCtrs = append(e.freeCtrs, id)
+	e.note(obsStop, c.fn, id, -1)
 }
 
 // onTick reclaims containers idle past the timeout, then lets the policy
@@ -116,18 +118,16 @@ func (e *engine) plan() {
 	e.fillViews()
 	e.pol.Plan(e.policyTime(e.now), e.views, e.decs)
 	for fn, d := range e.decs {
-		if d.Add < 0 || d.Retire < 0 {
-			e.err = fmt.Errorf("%w: policy %s returned %+v", ErrInvariant, e.pol.Name(), d)
+		rt := &e.fns[fn]
+		add, retire, err := policy.Apply(d, policy.Scale{Live: rt.m.live, Idle: rt.idle.len(), Queued: rt.queue.Len()})
+		if err != nil {
+			e.err = fmt.Errorf("%w: policy %s: %w", ErrInvariant, e.pol.Name(), err)
 			return
 		}
-		e.retire(int32(fn), d.Retire)
-		e.spawn(int32(fn), d.Add)
-		e.ensureProgress(int32(fn))
+		e.retire(int32(fn), retire)
+		e.spawn(int32(fn), add)
 	}
-	if e.waker == nil {
-		return
-	}
-	if at, ok := e.waker.NextWake(e.policyTime(e.now)); ok {
+	if at, ok := e.con.NextWake(e.policyTime(e.now)); ok {
 		t := int64(at.Sub(epoch))
 		if t > e.now && (e.wakeAt <= e.now || t < e.wakeAt) {
 			e.wakeAt = t
@@ -152,15 +152,9 @@ func (e *engine) reclaimIdle(fn int32) {
 	rt.idle.expire(limit, e.ctrs, e.kill)
 }
 
-// ensureProgress starts a container for a function that has queued
-// requests and none at all, whatever the policy says: no request is ever
-// stranded, so every request completes.
-func (e *engine) ensureProgress(fn int32) {
-	rt := &e.fns[fn]
-	if rt.queue.Len() > 0 && rt.m.live == 0 {
-		e.spawn(fn, 1)
-	}
-}
+// keepAlive is how long an idle container lives under the policy's
+// instance model.
+func (e *engine) keepAlive() time.Duration { return e.con.KeepAlive(e.cfg.IdleTimeout) }
 
 // fillViews describes every function to the policy, reusing the buffers.
 func (e *engine) fillViews() {
@@ -200,14 +194,9 @@ func (e *engine) detailView(fn int32, v *policy.View) {
 	}
 }
 
-// viewCap bounds the queued requests a detailed view lists: at least the
-// default queue bound, so that under it the policy sees the whole queue,
-// and at least the cluster's cores, more containers than any tick can
-// start. Past it a longer backlog changes nothing a tick costs (the view
-// is built with RunQueue.OrderedFirst) and View.Queued still counts it all.
-func (e *engine) viewCap() int {
-	return max(DefaultMaxQueue, e.cfg.Nodes*e.cfg.CoresPerNode)
-}
+// viewCap bounds the queued requests a detailed view lists
+// (policy.ViewCap): the cluster's cores are its capacity.
+func (e *engine) viewCap() int { return policy.ViewCap(e.cfg.Nodes * e.cfg.CoresPerNode) }
 
 // freeIn predicts when a container can take new work, from what a real
 // system knows: the predicted (not the sampled) execution time.
@@ -338,7 +327,8 @@ func (p *idlePool) popLowest() int32 {
 	return id
 }
 
-// popHighest takes the longest idle container of the highest node.
+// popHighest takes the longest idle container of the highest node, the
+// one policy.RetiresBefore picks.
 func (p *idlePool) popHighest() int32 {
 	i := len(p.byNode) - 1
 	for len(p.byNode[i]) == 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/policy/policytest"
 	"gantry.dev/gantry/pkg/trace"
 	"gantry.dev/gantry/pkg/workload"
 )
@@ -135,7 +136,7 @@ func TestMMcMeanWaitMatchesErlangC(t *testing.T) {
 		meanMs float64
 	}{{1, 15, 50}, {4, 60, 50}, {16, 280, 50}} {
 		cfg := Config{App: app, Dist: expSizes{tc.meanMs}, Trace: constantTrace(tc.lambda, 2*time.Hour),
-			Custom: policy.Fixed(tc.c), Seed: 3, ColdStart: time.Nanosecond, MaxQueue: -1}
+			Custom: policytest.Fixed(tc.c), Seed: 3, ColdStart: time.Nanosecond, MaxQueue: -1}
 		res, err := Run(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -30,7 +30,10 @@ func TestCommercialRunningInstancesArePoissonAsMGInfinity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := newEngine(context.Background(), cfg, pol)
+		e, err := newEngine(context.Background(), cfg, pol)
+		if err != nil {
+			t.Fatal(err)
+		}
 		e.fns[0].m.runningTime = []float64{}
 		if err := e.run(); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+
+	"gantry.dev/gantry/pkg/policy"
 )
 
 // ErrInvalid marks a declaration that cannot be served.
@@ -24,7 +26,7 @@ const (
 	MaxCriticality = 99
 	MaxInstances   = 1000
 	MaxConcurrency = 1000
-	MaxQueueBound  = 100000
+	MaxQueueBound  = policy.MaxQueueBound
 	MaxChain       = 16
 	MaxTimeout     = 10 * time.Minute
 	MaxEnv         = 256
@@ -37,7 +39,7 @@ const (
 	DefaultSLO         = time.Second
 	DefaultConcurrency = 1
 	DefaultMaxScale    = 20
-	DefaultMaxQueue    = 1000
+	DefaultMaxQueue    = policy.DefaultMaxQueue
 	DefaultTimeout     = 30 * time.Second
 	DefaultColdStart   = time.Second
 	// DefaultMaxSize is the size range a function whose sizes are body

@@ -1,0 +1,225 @@
+package dispatch
+
+// The request path: a request acquires a slot on an instance (queueing in
+// the policy's order when none is free), holds it as a Lease, and gives it
+// back. Handlers call nothing else.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/policy"
+)
+
+// Request is one request arriving at a function.
+type Request struct {
+	Function string
+	// Size is the input size, in the function's unit.
+	Size float64
+	// Deadline is when it must finish at this function: its arrival at
+	// the app plus the SLO budget up to here.
+	Deadline time.Time
+}
+
+// Lease is a slot on an instance, held for one execution.
+type Lease struct {
+	d        *Dispatcher
+	c        *call
+	Instance backend.Instance
+	// Waited is the time spent queued.
+	Waited time.Duration
+	// Timeout bounds the execution.
+	Timeout time.Duration
+}
+
+func (c *call) fail(err error) {
+	c.fn.stats.Failed++
+	c.done = true
+	c.err = err
+	c.got <- nil
+}
+
+// Acquire queues a request and returns once an instance has a slot for it,
+// or with ErrNotFound, ErrQueueFull, ErrClosed, a start failure or the
+// context's error.
+func (d *Dispatcher) Acquire(ctx context.Context, r Request) (*Lease, error) {
+	c, in, err := d.enqueue(r)
+	if err != nil {
+		return nil, err
+	}
+	if in == nil {
+		select {
+		case in = <-c.got:
+		case <-ctx.Done():
+			if d.cancel(c) {
+				return nil, ctx.Err()
+			}
+			in = <-c.got // assigned or failed as we gave up: take what came
+		}
+	}
+	if in == nil {
+		return nil, c.err
+	}
+	if err := ctx.Err(); err != nil {
+		d.finish(c, 0, 0, false)
+		return nil, err
+	}
+	return &Lease{d: d, c: c, Instance: in.Instance, Waited: c.started.Sub(c.queuedAt), Timeout: in.fn.decl.Timeout}, nil
+}
+
+func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn, ok := d.fns[r.Function]
+	switch {
+	case d.closed:
+		return nil, nil, ErrClosed
+	case !ok:
+		return nil, nil, fmt.Errorf("%w: function %q", ErrNotFound, r.Function)
+	case !(r.Size > 0) || r.Size > 1e300:
+		return nil, nil, fmt.Errorf("input size %v must be a positive finite number", r.Size)
+	}
+	now := d.cfg.Now()
+	g := fn.g
+	c := &call{fn: fn, size: r.Size, queuedAt: now, got: make(chan *instance, 1),
+		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline)}}
+	if g.pol.Order() != policy.FIFO || g.pol.Caps().Detailed {
+		c.entry.Pred = int64(g.pol.Estimate(fn.idx, r.Size))
+	}
+	var in *instance
+	if fn.queue.Len() == 0 {
+		in = fn.lockedFreeInstance()
+	}
+	switch {
+	case in != nil:
+		d.lockedRun(c, in, now)
+		<-c.got // the slot is ours already; the channel is for waiters
+	case fn.queue.Len() >= fn.decl.MaxQueue:
+		fn.stats.Rejected++
+		return nil, nil, fmt.Errorf("%w: function %q has %d requests waiting", ErrQueueFull, fn.decl.Name, fn.queue.Len())
+	default:
+		fn.queue.Push(c.entry, c)
+	}
+	fn.stats.Accepted++
+	d.lockedRecordArrival(fn, r.Size)
+	add := g.pol.Arrive(now, fn.idx, r.Size, fn.counts())
+	d.lockedScaleUp(fn, add, now)
+	d.lockedEnsureProgress(fn, now)
+	d.lockedLookAhead(fn, now)
+	return c, in, nil
+}
+
+// cancel takes a queued request out; false when it was already assigned
+// an instance or failed.
+func (d *Dispatcher) cancel(c *call) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.done || c.inst != nil {
+		return false
+	}
+	c.done = true
+	c.fn.queue.RemoveFunc(func(x *call) bool { return x == c })
+	c.fn.stats.Canceled++
+	return true
+}
+
+// Release returns the slot after an execution that the instance answered
+// (whatever its status): exec is the execution time, output the output
+// size, both fed to the policy's profiler.
+func (l *Lease) Release(exec time.Duration, output float64) { l.d.finish(l.c, exec, output, true) }
+
+// Abandon returns the slot without a sample: the client went away or the
+// execution timed out.
+func (l *Lease) Abandon() { l.d.finish(l.c, 0, 0, false) }
+
+// Failed reports that the instance did not answer this request (refused,
+// reset, closed). The slot is returned without a sample and the request
+// counts as an instance error; the caller may retry on another instance.
+// One failed request does not kill an instance: it takes no new request
+// until its health check (Config.Check) answers. Healthy, it serves again;
+// not, it is stopped. An instance whose process exits is removed by the
+// backend's Exited event in any case.
+func (l *Lease) Failed(err error) {
+	d := l.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := l.c.inst
+	in.fn.stats.InstanceErrors++
+	d.cfg.Logger.Warn("instance failed a request", "instance", in.ID, "err", err)
+	d.lockedRemoveRunning(l.c)
+	if in.gone {
+		return
+	}
+	if d.lockedDrained(in) {
+		d.lockedStop(in, d.cfg.Now())
+		return
+	}
+	d.lockedQuarantine(in)
+}
+
+func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn := c.fn
+	now := d.cfg.Now()
+	if sample {
+		fn.stats.Completed++
+		if err := fn.g.pol.Complete(fn.idx, c.size, exec, max(output, minOutput)); err != nil {
+			d.cfg.Logger.Warn("profiler rejected a sample", "function", fn.decl.Name, "err", err)
+		} else {
+			d.lockedRecordExecution(fn, Execution{Size: c.size, Exec: exec, Output: max(output, minOutput)})
+		}
+	} else {
+		fn.stats.Abandoned++
+	}
+	in := c.inst
+	d.lockedRemoveRunning(c)
+	switch {
+	case in.gone:
+	case d.lockedDrained(in):
+		d.lockedStop(in, now)
+		d.lockedGrant(now) // the room it frees goes to the most critical waiting
+	default:
+		d.lockedFeed(in, now)
+	}
+}
+
+// minOutput stands in for an empty output, which the profiler's log-space
+// fits cannot take.
+const minOutput = 1e-6
+
+func (d *Dispatcher) lockedRemoveRunning(c *call) {
+	in := c.inst
+	for i, x := range in.running {
+		if x == c {
+			in.running[i] = in.running[len(in.running)-1]
+			in.running = in.running[:len(in.running)-1]
+			break
+		}
+	}
+	if len(in.running) == 0 {
+		in.idleSince = d.cfg.Now()
+	}
+}
+
+// lockedRun starts call c on instance in.
+func (d *Dispatcher) lockedRun(c *call, in *instance, now time.Time) {
+	c.inst, c.started, c.done = in, now, true
+	in.running = append(in.running, c)
+	in.fn.stats.Started++
+	c.got <- in
+}
+
+// lockedFeed gives an instance's free slots to the queue's head.
+func (d *Dispatcher) lockedFeed(in *instance, now time.Time) {
+	fn := in.fn
+	for !in.draining && !in.suspect && in.free() > 0 {
+		c, _, ok := fn.queue.Pop(d.nanos(now))
+		if !ok {
+			return
+		}
+		d.lockedRun(c, in, now)
+	}
+}
