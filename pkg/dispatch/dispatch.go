@@ -18,11 +18,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/policy"
-	"gantry.dev/gantry/pkg/stack"
 )
 
 var (
@@ -102,9 +102,11 @@ type Dispatcher struct {
 	ctx       context.Context
 	endChecks context.CancelFunc
 	checks    sync.WaitGroup
+	// published is written under mu and read without it (catalog.go).
+	published atomic.Pointer[catalog]
 
 	// mu guards everything below.
-	mu     sync.Mutex
+	mu     mutex
 	fns    map[string]*function
 	apps   map[string]*group
 	groups []*group
@@ -144,6 +146,7 @@ func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
 	default:
 		return nil, fmt.Errorf("a dispatcher starts %v or %v; a follower becomes the leader with Lead", Solo, Follower)
 	}
+	d.published.Store(&catalog{})
 	d.ctx, d.endChecks = context.WithCancel(context.Background())
 	be.Attach(events{d})
 	return d, nil
@@ -158,120 +161,17 @@ func (d *Dispatcher) Tick() time.Duration { return d.cfg.Tick }
 // nanos maps a clock reading to the run queues' int64 time line.
 func (d *Dispatcher) nanos(t time.Time) int64 { return int64(t.Sub(d.epoch)) }
 
-// function is one deployed function's live state.
-type function struct {
-	decl  stack.Function
-	g     *group
-	idx   int // position in g's chain
-	queue *policy.RunQueue[*call]
-	ready []*instance
-	// startingAt holds when each pending start was asked for, oldest first.
-	startingAt []time.Time
-	// want is scale-up the capacity bound held back; it is granted to the
-	// most critical function first as capacity frees.
-	want int
-	// coldStart is what the function's next start is expected to take:
-	// the declared cold start until one is measured, then a moving
-	// average of the measured ones (coldStartWeight on the newest).
-	coldStart time.Duration
-	measured  bool
-	// failStreak counts starts in a row that failed.
-	failStreak int
-	stats      FunctionStats
-	// peerQueued counts, on a leader, the requests queued at the other
-	// replicas.
-	peerQueued int
-}
-
-// liveCount is the instances serving or starting; draining ones are on
-// their way out and do not count.
-func (f *function) liveCount() int {
-	n := len(f.startingAt)
-	for _, in := range f.ready {
-		if !in.draining {
-			n++
-		}
+// Close stops planning, fails what is still queued, and stops every
+// instance. Call it after the HTTP server has drained.
+func (d *Dispatcher) Close(ctx context.Context) error {
+	d.mu.Lock()
+	d.closed = true
+	d.lockedAdvance(d.cfg.Now())
+	for _, fn := range d.fns {
+		d.lockedFailQueued(fn, ErrClosed)
 	}
-	return n
-}
-
-// group is the set of functions one policy instance decides for: an app's
-// chain, or a lone function.
-type group struct {
-	name string
-	slo  time.Duration
-	// declaredSLO is the app's own SLO; 0 means the sum of its functions'.
-	declaredSLO time.Duration
-	chain       []*function
-	pol         policy.Policy
-	views       []policy.View
-	decs        []policy.Decision
-	// cum[i] is the SLO budget up to and including function i.
-	cum []time.Duration
-	// coldStart is the cold start the policy plans new instances with:
-	// the longest of its functions'.
-	coldStart time.Duration
-	// lookedAt is when an arrival at the chain's head last ran the
-	// Look-Ahead Scaler.
-	lookedAt time.Time
-}
-
-// The policy core's optional hooks, used when the policy has them.
-type (
-	// coldStartSetter takes the measured cold start, so new instances are
-	// planned with what starts really take rather than the declaration.
-	coldStartSetter interface{ SetColdStart(d time.Duration) }
-	// lookAheader runs the Look-Ahead Scaler alone: for every downstream
-	// function, the instances to start now for the requests upstream of
-	// it (out[f].Add), without the tick's other work.
-	lookAheader interface {
-		LookAhead(now time.Time, views []policy.View, out []policy.Decision)
-	}
-)
-
-// coldStartWeight is the newest measurement's weight in a function's
-// expected cold start.
-const coldStartWeight = 0.3
-
-// lookAheadGap bounds how often arrivals at a chain's head run the
-// Look-Ahead Scaler: it builds every function's view, so at thousands of
-// arrivals a second it runs at most once per gap, and the tick covers the
-// rest.
-const lookAheadGap = 5 * time.Millisecond
-
-// instance is a ready instance and its slots.
-type instance struct {
-	backend.Instance
-	fn        *function
-	slots     int
-	running   []*call
-	idleSince time.Time
-	// draining instances take no new request and stop when idle.
-	draining bool
-	// suspect instances failed a request and take no new one until their
-	// health check answers.
-	suspect bool
-	gone    bool
-	// remote counts, on a leader, the requests other replicas run here.
-	remote int
-}
-
-func (in *instance) free() int { return in.slots - len(in.running) }
-
-// idle reports an instance no replica runs anything on.
-func (in *instance) idle() bool { return len(in.running) == 0 && in.remote == 0 }
-
-// call is one request at one function.
-type call struct {
-	fn    *function
-	size  float64
-	entry policy.Entry
-	// got receives the instance the call runs on (buffered, sent once).
-	got      chan *instance
-	queuedAt time.Time
-	started  time.Time
-	inst     *instance
-	// done is set once the call is assigned, failed or cancelled.
-	done bool
-	err  error
+	d.mu.Unlock()
+	d.endChecks()
+	d.checks.Wait()
+	return d.be.Close(ctx)
 }

@@ -528,12 +528,6 @@ func (d *Dispatcher) lockedPeerView(fn *function, detailed bool, add func(queued
 	}
 }
 
-// lockedDrained reports a draining instance that may stop now: nothing
-// runs on it here or elsewhere, and no other replica holds a slot on it.
-func (d *Dispatcher) lockedDrained(in *instance) bool {
-	return in.draining && in.idle() && !d.lockedPeersHold(in)
-}
-
 // lockedPeersHold reports whether another replica may still use a slot
 // of in.
 func (d *Dispatcher) lockedPeersHold(in *instance) bool {

@@ -1,13 +1,15 @@
 package dispatch
 
+// The registry: functions and apps deployed, updated and removed. Every
+// change is whole or nothing: policies are built before anything is
+// named, and the catalog (catalog.go) is republished after.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
-	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -39,6 +41,26 @@ func (d *Dispatcher) Deploy(ctx context.Context, f stack.Function) error {
 }
 
 func (d *Dispatcher) deploy(ctx context.Context, f stack.Function) error {
+	if err := d.checkDeployable(f); err != nil {
+		return err
+	}
+	if err := d.be.Deploy(ctx, f); err != nil {
+		return err
+	}
+	err := d.register(f)
+	if err != nil && !errors.Is(err, ErrExists) {
+		// Nothing of f was registered: take back what the backend
+		// deployed, so that a retry starts from nothing. ErrExists is a
+		// deploy of the same name that won a race; its backend deployment
+		// is the winner's, and stays.
+		err = errors.Join(err, d.be.Undeploy(ctx, f.Name))
+	}
+	return err
+}
+
+// checkDeployable refuses, before the backend is asked, a function this
+// dispatcher would not take.
+func (d *Dispatcher) checkDeployable(f stack.Function) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -54,17 +76,26 @@ func (d *Dispatcher) deploy(ctx context.Context, f stack.Function) error {
 	case full:
 		return fmt.Errorf("%w: this gateway already serves %d functions, the most it takes", stack.ErrInvalid, stack.MaxFunctions)
 	}
-	if err := d.be.Deploy(ctx, f); err != nil {
-		return err
-	}
+	return nil
+}
+
+// register adds a deployed function with a policy of its own, or nothing:
+// the policy is built before the function is named anywhere.
+func (d *Dispatcher) register(f stack.Function) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, exists := d.fns[f.Name]; exists {
 		return fmt.Errorf("%w: function %q", ErrExists, f.Name)
 	}
 	fn := &function{decl: f, coldStart: f.ColdStart}
+	g, err := d.lockedNewGroup([]*function{fn}, f.Name, 0)
+	if err != nil {
+		return err
+	}
 	d.fns[f.Name] = fn
-	return d.lockedRegroup([]*function{fn}, f.Name, 0)
+	d.lockedJoin(g)
+	d.lockedPublish()
+	return nil
 }
 
 // Update replaces a function's declaration. Its instances drain and new
@@ -87,18 +118,29 @@ func (d *Dispatcher) Update(ctx context.Context, f stack.Function) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.lockedRedeclare(fn, f)
+}
+
+// lockedRedeclare rebuilds fn's group with its new declaration, and only
+// then drains its instances: a policy that refuses the new declaration
+// leaves the function as it was.
+func (d *Dispatcher) lockedRedeclare(fn *function, f stack.Function) error {
+	old, prev := fn.g, fn.decl
 	fn.decl = f
+	g, err := d.lockedNewGroup(old.chain, old.name, old.declaredSLO)
+	if err != nil {
+		fn.decl = prev
+		return err
+	}
 	for _, in := range slices.Clone(fn.ready) {
 		d.lockedDrain(in)
 	}
-	old := fn.g
-	d.groups = slices.DeleteFunc(d.groups, func(g *group) bool { return g == old })
-	if err := d.lockedRegroup(old.chain, old.name, old.declaredSLO); err != nil {
-		return err
-	}
+	d.lockedLeave(old)
+	d.lockedJoin(g)
 	if d.apps[old.name] == old {
-		d.apps[old.name] = fn.g
+		d.apps[old.name] = g
 	}
+	d.lockedPublish()
 	return nil
 }
 
@@ -119,7 +161,8 @@ func (d *Dispatcher) Remove(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: function %q is chained by app %q; remove the app first", ErrExists, name, fn.g.name)
 	}
 	delete(d.fns, name)
-	d.groups = slices.DeleteFunc(d.groups, func(g *group) bool { return g == fn.g })
+	d.lockedLeave(fn.g)
+	d.lockedPublish()
 	d.lockedFailQueued(fn, ErrRemoved)
 	for _, in := range fn.ready {
 		in.gone = true
@@ -171,14 +214,16 @@ func (d *Dispatcher) deployApp(a stack.App) error {
 		}
 		chain[i] = fn
 	}
-	for _, fn := range chain {
-		old := fn.g
-		d.groups = slices.DeleteFunc(d.groups, func(g *group) bool { return g == old })
-	}
-	if err := d.lockedRegroup(chain, a.Name, a.SLO); err != nil {
+	g, err := d.lockedNewGroup(chain, a.Name, a.SLO)
+	if err != nil {
 		return err
 	}
-	d.apps[a.Name] = chain[0].g
+	for _, fn := range chain {
+		d.lockedLeave(fn.g)
+	}
+	d.lockedJoin(g)
+	d.apps[a.Name] = g
+	d.lockedPublish()
 	return nil
 }
 
@@ -193,57 +238,29 @@ func (d *Dispatcher) RemoveApp(name string) error {
 	if !ok {
 		return fmt.Errorf("%w: app %q", ErrNotFound, name)
 	}
-	delete(d.apps, name)
-	d.groups = slices.DeleteFunc(d.groups, func(x *group) bool { return x == g })
-	for _, fn := range g.chain {
-		if err := d.lockedRegroup([]*function{fn}, fn.decl.Name, 0); err != nil {
+	// Every function's own policy is built before the app is touched, so
+	// a policy that refuses one leaves the app standing.
+	alone := make([]*group, len(g.chain))
+	for i, fn := range g.chain {
+		var err error
+		if alone[i], err = d.lockedNewGroup([]*function{fn}, fn.decl.Name, 0); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// lockedRegroup builds the policy for a chain and puts its functions in
-// the group. slo 0 means the sum of the functions' SLOs.
-func (d *Dispatcher) lockedRegroup(chain []*function, name string, slo time.Duration) error {
-	var sum time.Duration
-	for _, fn := range chain {
-		sum += fn.decl.SLO
+	delete(d.apps, name)
+	d.lockedLeave(g)
+	for _, a := range alone {
+		d.lockedJoin(a)
 	}
-	declared := slo
-	if slo <= 0 {
-		slo = sum
-	}
-	g := &group{name: name, slo: slo, declaredSLO: declared, chain: chain, views: make([]policy.View, len(chain)),
-		decs: make([]policy.Decision, len(chain)), cum: make([]time.Duration, len(chain))}
-	spec := policy.Spec{App: name, AppSLO: slo, Window: d.cfg.Window, Start: d.cfg.Now(), Seed: d.cfg.Seed, Tick: d.cfg.Tick,
-		MinSize: chain[0].decl.MinSize, MaxSize: chain[0].decl.MaxSize}
-	var cum time.Duration
-	for i, fn := range chain {
-		share := time.Duration(float64(slo) * float64(fn.decl.SLO) / float64(sum))
-		cum += share
-		g.cum[i] = cum
-		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: fn.decl.Name, SLO: share,
-			SizeSensitive: fn.decl.SizeSensitive})
-		spec.ColdStart = max(spec.ColdStart, fn.coldStart)
-	}
-	pol, err := d.cfg.NewPolicy(d.cfg.Policy, spec)
-	if err != nil {
-		return err
-	}
-	g.pol, g.coldStart = pol, spec.ColdStart
-	for i, fn := range chain {
-		fn.g, fn.idx = g, i
-		if fn.queue == nil || fn.queue.Len() == 0 {
-			fn.queue = policy.NewRunQueue[*call](pol.Order(), policy.RoundLen(d.cfg.Tick, spec.Functions[i].SLO))
-		}
-	}
-	d.groups = append(d.groups, g)
+	d.lockedPublish()
 	return nil
 }
 
 // lockedFailQueued wakes every request queued at fn with err.
 func (d *Dispatcher) lockedFailQueued(fn *function, err error) {
+	if fn.queue == nil {
+		return // never joined a group: nothing can have queued
+	}
 	var failed []*call
 	fn.queue.RemoveFunc(func(c *call) bool {
 		failed = append(failed, c)

@@ -1,0 +1,124 @@
+package dispatch
+
+// The backend's reports: an instance ready, a start failed, an instance
+// gone.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+)
+
+// events receives the backend's reports.
+type events struct{ d *Dispatcher }
+
+func (e events) Ready(inst backend.Instance) {
+	d := e.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.cfg.Now()
+	fn, ok := d.fns[inst.Function]
+	if d.role == Follower {
+		d.lockedAdopt(fn, inst, now)
+		return
+	}
+	if !ok || d.closed || len(fn.startingAt) == 0 {
+		d.live--
+		d.be.Stop(inst)
+		return
+	}
+	d.lockedAdvance(now)
+	fn.startingAt = fn.startingAt[1:]
+	fn.failStreak = 0
+	d.lockedMeasuredColdStart(fn, inst.ColdStart)
+	fn.stats.Ready++
+	fn.stats.ColdStartSum += inst.ColdStart
+	in := &instance{Instance: inst, fn: fn, slots: fn.decl.Concurrency, idleSince: now}
+	if d.role == Leader {
+		in.slots = 0 // lockedShare grants them
+	}
+	fn.ready = append(fn.ready, in)
+	d.byID[inst.ID] = in
+	d.lockedFeed(in, now)
+	d.lockedShare(fn, now)
+}
+
+// lockedAdopt takes, on a follower, an instance the backend reports: the
+// leader started it, and grants the slots this replica may use on it.
+func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.Time) {
+	if fn == nil || d.closed || d.byID[inst.ID] != nil {
+		return
+	}
+	d.lockedAdvance(now)
+	d.live++
+	fn.stats.Ready++
+	in := &instance{Instance: inst, fn: fn, slots: min(d.fol.slots[inst.ID], fn.decl.Concurrency), idleSince: now}
+	fn.ready = append(fn.ready, in)
+	d.byID[inst.ID] = in
+	d.lockedFeed(in, now)
+}
+
+func (e events) Failed(function string, err error) {
+	d := e.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.cfg.Now()
+	d.lockedAdvance(now)
+	d.live--
+	fn, ok := d.fns[function]
+	if ok && len(fn.startingAt) > 0 {
+		fn.startingAt = fn.startingAt[1:]
+		fn.stats.StartFailures++
+		fn.failStreak++
+		d.cfg.Logger.Warn("instance failed to start", "function", function, "err", err)
+		if fn.failStreak >= startFailLimit {
+			fn.failStreak = 0
+			d.lockedFailQueued(fn, fmt.Errorf("%w: %q: %v", ErrStartFailed, function, err))
+		}
+	}
+	if !d.closed {
+		d.lockedGrant(now)
+	}
+}
+
+func (e events) Exited(inst backend.Instance, err error) {
+	d := e.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in, ok := d.byID[inst.ID]
+	if !ok {
+		return
+	}
+	delete(d.byID, inst.ID)
+	if in.gone || d.closed {
+		return
+	}
+	now := d.cfg.Now()
+	d.lockedAdvance(now)
+	in.gone = true
+	fn := in.fn
+	fn.ready = slices.DeleteFunc(fn.ready, func(x *instance) bool { return x == in })
+	d.live--
+	if d.role == Follower && err == nil {
+		fn.stats.Stopped++ // the leader retired it
+		return
+	}
+	fn.stats.Crashes++
+	d.cfg.Logger.Warn("instance exited", "instance", inst.ID, "err", err)
+	if !d.closed {
+		d.lockedGrant(now)
+		d.lockedEnsureProgress(fn, now)
+	}
+}
+
+// ErrStartFailed fails queued requests when a function's instances keep
+// failing to start, instead of leaving them to wait for their clients'
+// timeouts.
+var ErrStartFailed = errors.New("instances fail to start")
+
+// startFailLimit is how many starts in a row may fail before the queued
+// requests are failed.
+const startFailLimit = 3

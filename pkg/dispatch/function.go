@@ -1,0 +1,118 @@
+package dispatch
+
+// Per-function state and slot accounting, after Knative's activator
+// throttler: a function's queue in front of its instances' slots. The
+// request path (lease.go) only acquires and releases.
+
+import (
+	"time"
+
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// function is one deployed function's live state.
+type function struct {
+	decl  stack.Function
+	g     *group
+	idx   int // position in g's chain
+	queue *policy.RunQueue[*call]
+	ready []*instance
+	// startingAt holds when each pending start was asked for, oldest first.
+	startingAt []time.Time
+	// want is scale-up the capacity bound held back; it is granted to the
+	// most critical function first as capacity frees.
+	want int
+	// coldStart is what the function's next start is expected to take:
+	// the declared cold start until one is measured, then a moving
+	// average of the measured ones (coldStartWeight on the newest).
+	coldStart time.Duration
+	measured  bool
+	// failStreak counts starts in a row that failed.
+	failStreak int
+	stats      FunctionStats
+	// peerQueued counts, on a leader, the requests queued at the other
+	// replicas.
+	peerQueued int
+}
+
+// liveCount is the instances serving or starting; draining ones are on
+// their way out and do not count.
+func (f *function) liveCount() int {
+	n := len(f.startingAt)
+	for _, in := range f.ready {
+		if !in.draining {
+			n++
+		}
+	}
+	return n
+}
+
+// instance is a ready instance and its slots.
+type instance struct {
+	backend.Instance
+	fn        *function
+	slots     int
+	running   []*call
+	idleSince time.Time
+	// draining instances take no new request and stop when idle.
+	draining bool
+	// suspect instances failed a request and take no new one until their
+	// health check answers.
+	suspect bool
+	gone    bool
+	// remote counts, on a leader, the requests other replicas run here.
+	remote int
+}
+
+func (in *instance) free() int { return in.slots - len(in.running) }
+
+// idle reports an instance no replica runs anything on.
+func (in *instance) idle() bool { return len(in.running) == 0 && in.remote == 0 }
+
+// call is one request at one function.
+type call struct {
+	fn    *function
+	size  float64
+	entry policy.Entry
+	// got receives the instance the call runs on (buffered, sent once).
+	got      chan *instance
+	queuedAt time.Time
+	started  time.Time
+	inst     *instance
+	// done is set once the call is assigned, failed or cancelled.
+	done bool
+	err  error
+}
+
+// lockedFreeInstance is the instance a request that finds the queue empty
+// runs on: the one idle the shortest time, so the longest idle ones age
+// out, as the simulator's idle pool does.
+func (f *function) lockedFreeInstance() *instance {
+	var best *instance
+	for _, in := range f.ready {
+		if in.draining || in.suspect || in.free() <= 0 {
+			continue
+		}
+		if best == nil || in.idleSince.After(best.idleSince) {
+			best = in
+		}
+	}
+	return best
+}
+
+func (f *function) counts() policy.Counts {
+	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + f.peerQueued}
+	for _, in := range f.ready {
+		if in.draining {
+			continue
+		}
+		c.Live++
+		if in.idle() {
+			c.Idle++
+		}
+	}
+	c.Live += c.Starting
+	return c
+}

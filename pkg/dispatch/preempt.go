@@ -1,0 +1,86 @@
+package dispatch
+
+// Capacity and criticality: one more instance fits, or a less critical
+// function gives up one of its own, idle ones stopped at once and busy
+// ones drained.
+
+import (
+	"slices"
+	"time"
+)
+
+// lockedTakeCapacity reports whether one more instance of fn fits. When the
+// machine is full it makes room from less critical functions: an idle
+// instance is stopped at once (and the room is fn's); a busy one is
+// drained so that it stops after its current request, and the room it
+// frees goes to the most critical function waiting (lockedGrant).
+func (d *Dispatcher) lockedTakeCapacity(fn *function, now time.Time) bool {
+	if d.cfg.Capacity == 0 || d.live < d.cfg.Capacity {
+		d.lockedReserve(now)
+		return true
+	}
+	if victim := d.lockedVictim(fn, true); victim != nil {
+		d.lockedStop(victim, now)
+		d.lockedReserve(now)
+		return true
+	}
+	if victim := d.lockedVictim(fn, false); victim != nil {
+		d.lockedDrain(victim)
+	}
+	return false
+}
+
+// lockedReserve counts one more live instance against the capacity.
+func (d *Dispatcher) lockedReserve(now time.Time) {
+	d.lockedAdvance(now)
+	d.live++
+}
+
+// lockedVictim finds the instance of the least critical function below
+// fn's criticality, idle ones or busy ones; the longest idle first.
+func (d *Dispatcher) lockedVictim(fn *function, idle bool) *instance {
+	var best *instance
+	for _, other := range d.fns {
+		if other.decl.Criticality >= fn.decl.Criticality {
+			continue
+		}
+		for _, in := range other.ready {
+			if in.draining || in.idle() != idle {
+				continue
+			}
+			if best == nil || other.decl.Criticality < best.fn.decl.Criticality ||
+				(other.decl.Criticality == best.fn.decl.Criticality && in.idleSince.Before(best.idleSince)) {
+				best = in
+			}
+		}
+	}
+	return best
+}
+
+// lockedStop takes an instance out of service and stops it.
+func (d *Dispatcher) lockedStop(in *instance, now time.Time) {
+	if in.gone {
+		return
+	}
+	d.lockedAdvance(now)
+	in.gone = true
+	fn := in.fn
+	fn.ready = slices.DeleteFunc(fn.ready, func(x *instance) bool { return x == in })
+	d.live--
+	fn.stats.Stopped++
+	d.be.Stop(in.Instance)
+}
+
+// lockedDrain stops an instance after its current requests.
+func (d *Dispatcher) lockedDrain(in *instance) {
+	in.draining = true
+	if d.lockedDrained(in) {
+		d.lockedStop(in, d.cfg.Now())
+	}
+}
+
+// lockedDrained reports a draining instance that may stop now: nothing
+// runs on it here or elsewhere, and no other replica holds a slot on it.
+func (d *Dispatcher) lockedDrained(in *instance) bool {
+	return in.draining && in.idle() && !d.lockedPeersHold(in)
+}

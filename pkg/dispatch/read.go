@@ -1,0 +1,105 @@
+package dispatch
+
+// The read API: what the gateway's management routes, metrics and
+// reports show.
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// FunctionStatus is one function as the API and reports show it.
+type FunctionStatus struct {
+	Decl      stack.Function
+	App       string
+	Replicas  int // serving or starting
+	Available int // ready
+	Starting  int
+	Queued    int
+	Running   int
+	ColdStart time.Duration // the latest measured
+	Stats     FunctionStats
+}
+
+// Functions lists the deployed functions by name.
+func (d *Dispatcher) Functions() []FunctionStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]FunctionStatus, 0, len(d.fns))
+	for _, fn := range d.fns {
+		out = append(out, fn.lockedStatus())
+	}
+	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Name, b.Decl.Name) })
+	return out
+}
+
+// Function returns one function's status.
+func (d *Dispatcher) Function(name string) (FunctionStatus, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn, ok := d.fns[name]
+	if !ok {
+		return FunctionStatus{}, false
+	}
+	return fn.lockedStatus(), true
+}
+
+func (f *function) lockedStatus() FunctionStatus {
+	st := FunctionStatus{Decl: f.decl, Replicas: f.liveCount(), Starting: len(f.startingAt),
+		Queued: f.queue.Len(), ColdStart: f.coldStart, Stats: f.stats}
+	if len(f.g.chain) > 1 || f.g.name != f.decl.Name {
+		st.App = f.g.name
+	}
+	for _, in := range f.ready {
+		st.Available++
+		st.Running += len(in.running)
+	}
+	return st
+}
+
+// AppInfo is an app's chain and its SLO budgets.
+type AppInfo struct {
+	Name      string
+	Functions []string
+	SLO       time.Duration
+	// Budget[i] is the SLO budget up to and including function i.
+	Budget []time.Duration
+}
+
+// Apps lists the apps by name.
+func (d *Dispatcher) Apps() []AppInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]AppInfo, 0, len(d.apps))
+	for _, g := range d.apps {
+		out = append(out, g.info())
+	}
+	slices.SortFunc(out, func(a, b AppInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (g *group) info() AppInfo {
+	a := AppInfo{Name: g.name, SLO: g.slo, Budget: slices.Clone(g.cum)}
+	for _, fn := range g.chain {
+		a.Functions = append(a.Functions, fn.decl.Name)
+	}
+	return a
+}
+
+// Totals returns the dispatcher's totals up to now.
+func (d *Dispatcher) Totals() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lockedAdvance(d.cfg.Now())
+	return d.stats
+}
+
+// Live is the number of instances live or starting, all functions together.
+func (d *Dispatcher) Live() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.live
+}
