@@ -37,7 +37,7 @@ type podRun struct {
 	killOnce  sync.Once
 	killTimer *time.Timer
 	loops     sync.WaitGroup // the containers' loops
-	gone      chan struct{}  // closed once its processes are gone and its address freed
+	gone      chan struct{}  // closed once its processes are gone, its address freed and its folder removed
 }
 
 func (r *podRun) ipString() string {
@@ -117,7 +117,8 @@ func specGrace(pod *corev1.Pod) time.Duration {
 }
 
 // finish waits until the containers are done and the pod is stopping,
-// then reports the final status, frees the address and removes the folder.
+// then reports the final status, frees the address, removes the folder and
+// drops the pod from the node.
 func (r *podRun) finish() {
 	defer r.p.wg.Done()
 	r.loops.Wait()
@@ -132,7 +133,6 @@ func (r *podRun) finish() {
 	if remove := r.p.cfg.Remove; deleted && remove != nil {
 		remove(r.snapshot())
 	}
-	r.p.forget(r)
 	if r.ip.IsValid() {
 		if err := r.p.addrs.put(r.ip); err != nil {
 			r.p.cfg.Logger.Error("freeing a pod address", "pod", r.key, "err", err)
@@ -141,6 +141,10 @@ func (r *podRun) finish() {
 	if err := os.RemoveAll(r.dir); err != nil {
 		r.p.cfg.Logger.Warn("removing a pod's folder", "pod", r.key, "err", err)
 	}
+	// Forgotten last: a pod that has left the node (GetPod says not found)
+	// holds no address and no folder, and a new pod of the same name is
+	// refused until the old one's folder is gone.
+	r.p.forget(r)
 	close(r.gone)
 }
 
