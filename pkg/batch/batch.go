@@ -145,23 +145,6 @@ func StaticBatch(slo, meanExec time.Duration) int {
 	return max(1, int(slo/meanExec))
 }
 
-// Request is a queued request for reordering.
-type Request struct {
-	Exec    time.Duration // predicted execution time
-	Arrival time.Duration
-}
-
-// Reorder sorts a queue heaviest first, ties by earlier arrival: Cypress's
-// IS Reordering.
-func Reorder(q []Request) {
-	slices.SortFunc(q, func(a, b Request) int {
-		if c := cmp.Compare(b.Exec, a.Exec); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Arrival, b.Arrival)
-	})
-}
-
 // SortDecreasing orders items heaviest first (stable), which makes a
 // following FirstFit first-fit decreasing.
 func SortDecreasing(items []Item) {

@@ -29,12 +29,6 @@ var (
 	allPlots = []groupPlot{{"containers", containersPlot}, {"live", livePlot}, {"slo", sloPlot}, {"latency-cdf", cdfPlot}}
 )
 
-// WritePlots draws the containers spawned, live containers, SLO and latency-CDF plots of one group
-// into dir and returns their file names.
-func WritePlots(dir string, g Group) ([]string, error) {
-	return writePlots(dir, g, allPlots)
-}
-
 func writePlots(dir string, g Group, draws []groupPlot) ([]string, error) {
 	var files []string
 	for _, d := range draws {
