@@ -74,6 +74,33 @@ bench-simlive: build
 	./bin/gantry bench simlive --app email-categorization --policy gantry --rate 10 --duration 90s --start-delay 1.5s --capacity 64 --runs 5 --out out/simlive/gantry
 	./bin/gantry bench simlive --app email-categorization --policy cypress --rate 10 --duration 90s --start-delay 1.5s --capacity 64 --runs 5 --out out/simlive/cypress
 
+# Every named policy but the clairvoyant oracle, on two apps (a chain and a
+# single function), each under Poisson load and the bursty twitter trace,
+# with the same settings as bench-simlive, one folder a cell in
+# $(SIMLIVE_ALL)/APP-TRACE-POLICY/, then one summary table of every cell
+# ($(SIMLIVE_ALL)/summary.md and summary.json). About 8 minutes a cell:
+# 32 cells, over 4 hours on 2 cores; not run by CI (make test). A failed
+# cell is a row of the summary and fails the target after the summary; an
+# interrupt stops the current cell cleanly and ends the target.
+# Set SIMLIVE_POLICIES, SIMLIVE_APPS, SIMLIVE_TRACES or SIMLIVE_RUNS to run
+# part of it.
+SIMLIVE_POLICIES ?= atoll commercial knative kraken fifer isbatch cypress gantry
+SIMLIVE_APPS ?= email-categorization sentiment-analysis
+SIMLIVE_TRACES ?= poisson twitter
+SIMLIVE_RUNS ?= 5
+SIMLIVE_ALL ?= out/simlive/all
+.PHONY: bench-simlive-all
+bench-simlive-all: build
+	@trap 'echo "bench-simlive-all: interrupted"; exit 130' INT TERM; dirs=""; failed=""; \
+	for app in $(SIMLIVE_APPS); do for tr in $(SIMLIVE_TRACES); do for p in $(SIMLIVE_POLICIES); do \
+		d=$(SIMLIVE_ALL)/$$app-$$tr-$$p; rm -rf $$d; dirs="$$dirs $$d"; \
+		echo "== $$p on $$app, $$tr trace: $$d"; \
+		./bin/gantry bench simlive --app $$app --trace $$tr --policy $$p --rate 10 --duration 90s --start-delay 1.5s --capacity 64 \
+			--runs $(SIMLIVE_RUNS) --out $$d >/dev/null || failed="$$failed $$d"; \
+	done; done; done; \
+	./bin/gantry bench simlive --summarize --out $(SIMLIVE_ALL) $$dirs; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
+
 # The controller's container image, built offline: a static gantry binary
 # at /gantry in one layer over an empty base (hack/image), written as an OCI
 # layout archive to $(IMAGE_OUT) for docker/podman load, ctr images import

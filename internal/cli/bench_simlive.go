@@ -19,13 +19,14 @@ import (
 
 func newBenchSimLiveCmd() *cobra.Command {
 	var (
-		cc      liverun.CompareConfig
-		out     string
-		asJSON  bool
-		verbose bool
+		cc        liverun.CompareConfig
+		out       string
+		asJSON    bool
+		verbose   bool
+		summarize bool
 	)
 	cmd := &cobra.Command{
-		Use:   "simlive",
+		Use:   "simlive [--summarize DIR...]",
 		Short: "Run one app through the live platform (model replay) and the simulator on the same trace, side by side",
 		Long: `simlive serves the app on the live platform with every function replaced by
 "gantry fn replay" (the simulator's execution-time and output-size models), drives it
@@ -33,9 +34,27 @@ with the trace, then runs the simulator on the same trace, size distribution, po
 tick, window and idle timeout, with the live run's measured mean cold start. Both sides
 start cold: no instance and no policy history. It reports mean live instances,
 instances spawned, SLO compliance and p50/p99 on each side and their relative
-differences (docs/platform.md, "Simulator against live").`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+differences (docs/platform.md, "Simulator against live").
+
+within_tolerance compares the live figures, the mean over --runs, with the
+simulator's expectation, its mean over --sim-seeds seeds: mean live instances
+within 10% relative (instances_rel_diff) and SLO compliance within 0.5
+percentage points (slo_points_diff). Every named policy runs but the oracle,
+whose plan is clairvoyant.
+
+With --summarize, it runs nothing: it reads comparison.json from each DIR,
+judges each by the same rule and prints one table of every comparison (with
+--out, summary.md and summary.json in that folder).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if summarize {
+				return summarizeArgs(cmd, args)
+			}
+			return cobra.NoArgs(cmd, args)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if summarize {
+				return runSimLiveSummary(cmd, args, out, asJSON)
+			}
 			if err := validateSimLive(&cc); err != nil {
 				return err
 			}
@@ -74,10 +93,26 @@ differences (docs/platform.md, "Simulator against live").`,
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("bench simlive: %v", err) })
+	simLiveFlags(cmd, &cc)
+	fs := cmd.Flags()
+	fs.StringVar(&out, "out", "", "directory for report.md, comparison.json, bars.png and the live run's plots (empty: none); with --summarize, for summary.md and summary.json")
+	fs.BoolVar(&asJSON, "json", false, `print one JSON object {"live":{...},"sim_expected":{...},"within_tolerance","instances_rel_diff","slo_points_diff",...}`)
+	fs.BoolVar(&verbose, "verbose", false, "log the gateway's decisions and the instances' output to stderr")
+	fs.BoolVar(&summarize, "summarize", false, "run nothing: summarize the comparison.json of each folder given as an argument in one table")
+	return cmd
+}
+
+// simLiveRunFlags are the flags of a run, which --summarize refuses
+// (TestBenchSimLiveSummarizeRefusesRunFlags checks the list is whole).
+var simLiveRunFlags = []string{"app", "policy", "trace", "rate", "dist", "duration", "start-delay", "seed", "capacity",
+	"runs", "sim-seeds", "tick", "window", "idle-timeout", "verbose"}
+
+// simLiveFlags binds the comparison's flags to cc.
+func simLiveFlags(cmd *cobra.Command, cc *liverun.CompareConfig) {
 	fs := cmd.Flags()
 	fs.StringVar(&cc.App, "app", "email-categorization", fmt.Sprintf("app to replay: one of %v", workload.Names()))
-	fs.StringVar(&cc.Policy, "policy", "gantry", fmt.Sprintf("policy: one of %v but oracle", policy.Names()))
-	fs.StringVar(&cc.Trace, "trace", "poisson", fmt.Sprintf("arrival trace: one of %v", trace.Names()))
+	fs.StringVar(&cc.Policy, "policy", "gantry", fmt.Sprintf("policy: one of %v or a gantry ablation, not oracle", namedLivePolicies()))
+	fs.StringVar(&cc.Trace, "trace", "poisson", fmt.Sprintf("arrival trace: one of %v (twitter is bursty); the live load replays its per-second rates", trace.Names()))
 	fs.Float64Var(&cc.Rate, "rate", 5, fmt.Sprintf("mean requests per second, up to %d", liverun.MaxRate))
 	fs.StringVar(&cc.Dist, "dist", "uniform", fmt.Sprintf("input-size distribution: one of %v", workload.DistNames()))
 	fs.DurationVar(&cc.Duration, "duration", time.Minute, "length of the trace")
@@ -85,21 +120,60 @@ differences (docs/platform.md, "Simulator against live").`,
 	fs.Uint64Var(&cc.Seed, "seed", 1, "seed of the trace, the arrivals, the sizes and the policy")
 	fs.IntVar(&cc.Capacity, "capacity", liverun.DefaultCompareCapacity, "most instances at once on both sides (0: none; the simulator's cluster then has 288 cores)")
 	fs.IntVar(&cc.Runs, "runs", 1, "live runs to average, with seeds seed, seed+1, ...")
-	fs.IntVar(&cc.SimSeeds, "sim-seeds", liverun.DefaultSimSeeds, "seeds, from --seed on, of the simulator's expectation and spread (at least --runs)")
+	fs.IntVar(&cc.SimSeeds, "sim-seeds", liverun.DefaultSimSeeds, "seeds, from --seed on, of the simulator's expectation and spread (rounded up to a multiple of --runs)")
 	fs.DurationVar(&cc.Tick, "tick", liverun.DefaultTick, "autoscaler tick on both sides")
 	fs.DurationVar(&cc.Window, "window", liverun.DefaultWindow, "proactive window on both sides")
 	fs.DurationVar(&cc.IdleTimeout, "idle-timeout", liverun.DefaultIdleTimeout, "idle instances stop after this on both sides")
-	fs.StringVar(&out, "out", "", "directory for report.md, comparison.json, bars.png and the live run's plots (empty: none)")
-	fs.BoolVar(&asJSON, "json", false, `print one JSON object {"live":{...},"sim":{...},"diff":{...},"within_tolerance",...}`)
-	fs.BoolVar(&verbose, "verbose", false, "log the gateway's decisions and the instances' output to stderr")
-	return cmd
+}
+
+// namedLivePolicies is policy.Names() without the oracle.
+func namedLivePolicies() []string {
+	return slices.DeleteFunc(policy.Names(), func(p string) bool { return p == "oracle" })
+}
+
+// summarizeArgs checks --summarize's use: at least one folder, and none of
+// the flags of a run, which it would ignore.
+func summarizeArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("--summarize needs at least one folder with a comparison.json")
+	}
+	var ignored []string
+	for _, name := range simLiveRunFlags {
+		if cmd.Flags().Changed(name) {
+			ignored = append(ignored, "--"+name)
+		}
+	}
+	if len(ignored) > 0 {
+		return fmt.Errorf("--summarize runs nothing and takes only --out and --json, not %s", strings.Join(ignored, ", "))
+	}
+	return nil
+}
+
+func runSimLiveSummary(cmd *cobra.Command, dirs []string, out string, asJSON bool) error {
+	s := liverun.Summarize(dirs)
+	if out != "" {
+		if err := s.WriteDir(out); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return s.WriteJSON(cmd.OutOrStdout())
+	}
+	if err := s.WriteText(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if out != "" {
+		fmt.Fprintf(cmd.OutOrStdout(), "\nsummary.md and summary.json in %s/\n", out)
+	}
+	return nil
 }
 
 func validateSimLive(cc *liverun.CompareConfig) error {
-	policies := slices.DeleteFunc(append(policy.Names(), policy.Ablations()...), func(p string) bool { return p == "oracle" })
 	switch {
-	case !slices.Contains(policies, cc.Policy):
-		return usagef("--policy %q is not one of %v (the oracle needs the trace's ground truth, which the live platform lacks)", cc.Policy, policies)
+	case cc.Policy == "oracle":
+		return usagef("--policy oracle: %s; use one of %v", liverun.OracleRefusal, namedLivePolicies())
+	case !slices.Contains(liverun.LivePolicies(), cc.Policy):
+		return usagef("--policy %q is not one of %v or a gantry ablation %v", cc.Policy, namedLivePolicies(), policy.Ablations())
 	case !slices.Contains(workload.Names(), cc.App):
 		return usagef("--app %q is not one of %v", cc.App, workload.Names())
 	case !slices.Contains(trace.Names(), cc.Trace):

@@ -1,6 +1,7 @@
 package liverun
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,10 +35,54 @@ const (
 	DefaultIdleTimeout = time.Minute
 )
 
-// Tolerance is the relative difference between the live platform and the
-// simulator that a comparison accepts for mean live instances and SLO
-// compliance.
-const Tolerance = 0.10
+// The rule a comparison is judged by (Judge): the live platform, its mean
+// over the live runs, agrees with the simulator's expectation, its mean
+// over SimSeeds seeds, when mean live instances are within
+// InstancesTolerance of it relatively and SLO compliance within
+// SLOPointsTolerance percentage points. Compliance is judged in points, not
+// relatively: near 100% a relative 10% would accept 90% against 99.9%.
+const (
+	InstancesTolerance = 0.10
+	SLOPointsTolerance = 0.5
+)
+
+// ToleranceRule states the rule in words, as the reports print it.
+var ToleranceRule = fmt.Sprintf("within tolerance: the live mean over the runs is within %.0f%% (relative) of the simulator's expected "+
+	"mean live instances and within %.1f percentage points of its expected SLO compliance", 100*InstancesTolerance, SLOPointsTolerance)
+
+// judgeSlack absorbs the rounding of the differences, so that a figure
+// exactly at a bound (11 against 10 instances) is within on every machine.
+const judgeSlack = 1e-9
+
+// Verdict is the rule applied to one live figure against one simulated.
+type Verdict struct {
+	// InstancesRelDiff is (live − sim) / sim of mean live instances; nil
+	// (JSON null) when only the simulator's is 0.
+	InstancesRelDiff *float64 `json:"instances_rel_diff"`
+	// SLOPointsDiff is live − sim SLO compliance in percentage points.
+	SLOPointsDiff float64 `json:"slo_points_diff"`
+	Within        bool    `json:"within_tolerance"`
+}
+
+// Judge applies the tolerance rule to live against sim.
+func Judge(live, sim Side) Verdict {
+	v := Verdict{InstancesRelDiff: rel(live.AvgContainers, sim.AvgContainers),
+		SLOPointsDiff: 100 * (live.SLOCompliance - sim.SLOCompliance)}
+	v.Within = v.InstancesRelDiff != nil && math.Abs(*v.InstancesRelDiff) <= InstancesTolerance+judgeSlack &&
+		math.Abs(v.SLOPointsDiff) <= SLOPointsTolerance+judgeSlack
+	return v
+}
+
+// OracleRefusal is why a comparison does not run the oracle.
+const OracleRefusal = "the oracle is clairvoyant (it plans from the trace's future requests), a plan the live gateway cannot honour"
+
+// LivePolicies are the policies a comparison runs: every named policy and
+// gantry's ablations, but the oracle, whose plan is clairvoyant (it is
+// computed from the trace's future requests), which the live gateway,
+// seeing requests only as they come, cannot honour.
+func LivePolicies() []string {
+	return slices.DeleteFunc(append(policy.Names(), policy.Ablations()...), func(p string) bool { return p == "oracle" })
+}
 
 // DefaultSimSeeds is how many seeds the simulator's expectation is taken
 // over. At a few requests per second one run's mean live instances vary by
@@ -99,17 +144,22 @@ type Comparison struct {
 	Sim Side `json:"sim"`
 	// Diff is (live − sim) / sim for each figure.
 	Diff Diff `json:"diff"`
-	// Within is whether mean live instances and SLO compliance are both
-	// within Tolerance of the simulator's on the same seeds.
-	Within bool `json:"within_tolerance"`
 
 	// SimExpected is the simulator over SimSeeds seeds: what one run's
 	// figures are expected to be and how much they vary from draw to draw.
 	SimExpected Spread `json:"sim_expected"`
 	// DiffExpected is (live − expected) / expected.
 	DiffExpected Diff `json:"diff_expected"`
-	// WithinExpected is Within against the simulator's expectation.
-	WithinExpected bool `json:"within_tolerance_expected"`
+
+	// Within, InstancesRelDiff and SLOPointsDiff are Judge's verdict on
+	// Live against SimExpected.Mean (Rule says it in words).
+	Within           bool     `json:"within_tolerance"`
+	InstancesRelDiff *float64 `json:"instances_rel_diff"`
+	SLOPointsDiff    float64  `json:"slo_points_diff"`
+	Rule             string   `json:"tolerance_rule"`
+	// SameSeeds is the same rule against Sim, the simulator on the live
+	// runs' seeds: one draw against another, for information.
+	SameSeeds Verdict `json:"same_seeds"`
 	// Z is (live − expected) in standard errors of a mean of Runs
 	// simulated runs: within ±2 the difference is what arrival draws
 	// alone produce.
@@ -225,7 +275,7 @@ func (c *CompareConfig) prepare() error {
 	case c.Capacity < 0:
 		return fmt.Errorf("%w: capacity %d must not be negative", ErrBadConfig, c.Capacity)
 	case c.Policy == "oracle":
-		return fmt.Errorf("%w: the oracle reads the trace's ground truth, which the live platform does not have", ErrBadConfig)
+		return fmt.Errorf("%w: %s", ErrBadConfig, OracleRefusal)
 	case c.Runs < 0 || c.Runs > MaxRuns || c.SimSeeds < 0 || c.SimSeeds > MaxRuns:
 		return fmt.Errorf("%w: runs %d and sim seeds %d must be in [1, %d]", ErrBadConfig, c.Runs, c.SimSeeds, MaxRuns)
 	}
@@ -239,7 +289,9 @@ func (c *CompareConfig) prepare() error {
 	if c.SimSeeds == 0 {
 		c.SimSeeds = DefaultSimSeeds
 	}
-	c.SimSeeds = max(c.SimSeeds, c.Runs)
+	// A multiple of Runs, so that every live run's trace weighs the same
+	// in the expectation (traceSeed).
+	c.SimSeeds = (max(c.SimSeeds, c.Runs) + c.Runs - 1) / c.Runs * c.Runs
 	return nil
 }
 
@@ -267,8 +319,8 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	if !slices.Contains(append(policy.Names(), policy.Ablations()...), cfg.Policy) {
-		return nil, fmt.Errorf("%w: %w %q", ErrBadConfig, policy.ErrUnknownPolicy, cfg.Policy)
+	if !slices.Contains(LivePolicies(), cfg.Policy) {
+		return nil, fmt.Errorf("%w: %w %q (known: %v)", ErrBadConfig, policy.ErrUnknownPolicy, cfg.Policy, LivePolicies())
 	}
 	c := &Comparison{App: cfg.App, Policy: cfg.Policy, Trace: cfg.Trace, Dist: cfg.Dist, Rate: cfg.Rate,
 		DurationS: cfg.Duration.Seconds(), Seed: cfg.Seed, Runs: cc.Runs, SLOMs: millis(model.SLO),
@@ -279,8 +331,7 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 	var colds []time.Duration
 	var planned, overhead []time.Duration
 	for i := range cc.Runs {
-		run := cfg
-		run.Seed = cfg.Seed + uint64(i)
+		run := liveRun(cfg, i)
 		if cfg.Progress != nil && cc.Runs > 1 {
 			run.Progress = func(p Progress) {
 				p.Phase = fmt.Sprintf("%s %d/%d", p.Phase, i+1, cc.Runs)
@@ -322,7 +373,7 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 
 	var sims []Side
 	for s := range cc.SimSeeds {
-		res, err := simulate(cfg, model, coldStart, cfg.Seed+uint64(s))
+		res, err := simulate(cfg, model, coldStart, traceSeed(cfg.Seed, s, cc.Runs), cfg.Seed+uint64(s))
 		if err != nil {
 			return nil, err
 		}
@@ -336,19 +387,13 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 		}
 	}
 	c.Sim = spread(sims[:cc.Runs]).Mean
-	c.Diff = diff(c.Live, c.Sim)
-	c.Within = inTolerance(c.Diff.AvgContainers) && inTolerance(c.Diff.SLOCompliance)
 	c.SimExpected = spread(sims)
-	c.DiffExpected = diff(c.Live, c.SimExpected.Mean)
-	c.WithinExpected = inTolerance(c.DiffExpected.AvgContainers) && inTolerance(c.DiffExpected.SLOCompliance)
-	se := func(sd float64) float64 { return sd / math.Sqrt(float64(cc.Runs)) }
-	c.Z = ZScores{AvgContainers: ratio(c.Live.AvgContainers-c.SimExpected.Mean.AvgContainers, se(c.SimExpected.SD.AvgContainers)),
-		SLOCompliance: ratio(c.Live.SLOCompliance-c.SimExpected.Mean.SLOCompliance, se(c.SimExpected.SD.SLOCompliance))}
+	c.judge()
 	c.ExcessMs = max(0, c.Live.P50Ms-c.SimExpected.Mean.P50Ms)
 	excess := time.Duration(c.ExcessMs * float64(time.Millisecond) / float64(len(model.Chain)))
 	var withExcess []Side
 	for s := range cc.SimSeeds {
-		res, err := simulate(cfg, withOverhead(model, excess), coldStart, cfg.Seed+uint64(s))
+		res, err := simulate(cfg, withOverhead(model, excess), coldStart, traceSeed(cfg.Seed, s, cc.Runs), cfg.Seed+uint64(s))
 		if err != nil {
 			return nil, err
 		}
@@ -357,6 +402,35 @@ func Compare(ctx context.Context, cc CompareConfig) (*Comparison, error) {
 	c.SimExcess = spread(withExcess).Mean
 	return c, nil
 }
+
+// judge sets the differences and verdicts from Live, Sim and SimExpected.
+func (c *Comparison) judge() {
+	c.Diff = diff(c.Live, c.Sim)
+	c.DiffExpected = diff(c.Live, c.SimExpected.Mean)
+	v := Judge(c.Live, c.SimExpected.Mean)
+	c.Within, c.InstancesRelDiff, c.SLOPointsDiff, c.Rule = v.Within, v.InstancesRelDiff, v.SLOPointsDiff, ToleranceRule
+	c.SameSeeds = Judge(c.Live, c.Sim)
+	se := func(sd float64) float64 { return sd / math.Sqrt(float64(max(c.Runs, 1))) }
+	c.Z = ZScores{AvgContainers: ratio(c.Live.AvgContainers-c.SimExpected.Mean.AvgContainers, se(c.SimExpected.SD.AvgContainers)),
+		SLOCompliance: ratio(c.Live.SLOCompliance-c.SimExpected.Mean.SLOCompliance, se(c.SimExpected.SD.SLOCompliance))}
+}
+
+// liveRun is the configuration of live run i: seed Seed+i, which seeds its
+// trace (trace.Generate in plan.load), its arrivals, its sizes and its
+// policy.
+func liveRun(cfg Config, i int) Config {
+	cfg.Seed += uint64(i)
+	return cfg
+}
+
+// traceSeed is the seed of the trace the simulator's seed number s
+// replays: live run s mod runs's. A wiki or twitter trace's shape (its
+// phase, its bursts) depends on the seed, so this is what makes the
+// simulator replay the per-second rates the live runs replayed, the same
+// ones for the same seeds, and each live run's equally often in the
+// expectation when SimSeeds is a multiple of Runs. A Poisson trace is the
+// same flat rate under every seed.
+func traceSeed(base uint64, s, runs int) uint64 { return base + uint64(s%max(runs, 1)) }
 
 // maxStep is the largest rise between consecutive samples.
 func maxStep(pts []LivePoint) int {
@@ -412,15 +486,16 @@ func meanDuration(xs []time.Duration) time.Duration {
 	return sum / time.Duration(len(xs))
 }
 
-// simulate runs the simulator as the live run ran: the same trace (the
-// generator, rate, length and seed of the live measured phase), size
-// distribution and policy, a cold boot, and the dispatcher's timings.
-func simulate(cfg Config, model workload.App, coldStart time.Duration, seed uint64) (sim.Result, error) {
+// simulate runs the simulator as a live run ran: the same trace (the
+// generator, rate and length of the live measured phase, generated with
+// traceSeed), size distribution and policy, a cold boot, and the
+// dispatcher's timings; seed draws the arrivals, the sizes and the policy.
+func simulate(cfg Config, model workload.App, coldStart time.Duration, traceSeed, seed uint64) (sim.Result, error) {
 	dist, err := workload.LookupDist(cfg.Dist)
 	if err != nil {
 		return sim.Result{}, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	tr, err := trace.Generate(cfg.Trace, cfg.Rate, cfg.Duration, cfg.Seed)
+	tr, err := trace.Generate(cfg.Trace, cfg.Rate, cfg.Duration, traceSeed)
 	if err != nil {
 		return sim.Result{}, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
@@ -488,8 +563,6 @@ func rel(a, b float64) *float64 {
 	return &v
 }
 
-func inTolerance(d *float64) bool { return d != nil && math.Abs(*d) <= Tolerance }
-
 // ratio is a / b, nil when b is 0.
 func ratio(a, b float64) *float64 {
 	if b == 0 {
@@ -552,24 +625,29 @@ func (c *Comparison) markdown() string {
 		diff, diffE                 *float64
 		scale                       float64
 		format                      string
+		// points shows the differences as live − sim in percentage
+		// points instead of relatively.
+		points bool
 	}
 	rows := []row{
-		{"mean live instances", c.Live.AvgContainers, c.Sim.AvgContainers, e.Mean.AvgContainers, e.SD.AvgContainers, e.Min.AvgContainers, e.Max.AvgContainers, c.SimExcess.AvgContainers, c.Diff.AvgContainers, c.DiffExpected.AvgContainers, 1, "%.2f"},
-		{"instances spawned", c.Live.ContainersSpawned, c.Sim.ContainersSpawned, e.Mean.ContainersSpawned, e.SD.ContainersSpawned, e.Min.ContainersSpawned, e.Max.ContainersSpawned, c.SimExcess.ContainersSpawned, c.Diff.ContainersSpawned, c.DiffExpected.ContainersSpawned, 1, "%.1f"},
-		{"SLO compliance (%)", c.Live.SLOCompliance, c.Sim.SLOCompliance, e.Mean.SLOCompliance, e.SD.SLOCompliance, e.Min.SLOCompliance, e.Max.SLOCompliance, c.SimExcess.SLOCompliance, c.Diff.SLOCompliance, c.DiffExpected.SLOCompliance, 100, "%.2f"},
-		{"p50 (ms)", c.Live.P50Ms, c.Sim.P50Ms, e.Mean.P50Ms, e.SD.P50Ms, e.Min.P50Ms, e.Max.P50Ms, c.SimExcess.P50Ms, c.Diff.P50, c.DiffExpected.P50, 1, "%.1f"},
-		{"p99 (ms)", c.Live.P99Ms, c.Sim.P99Ms, e.Mean.P99Ms, e.SD.P99Ms, e.Min.P99Ms, e.Max.P99Ms, c.SimExcess.P99Ms, c.Diff.P99, c.DiffExpected.P99, 1, "%.1f"},
-		{"requests", c.Live.Requests, c.Sim.Requests, e.Mean.Requests, e.SD.Requests, e.Min.Requests, e.Max.Requests, c.SimExcess.Requests, nil, nil, 1, "%.0f"},
+		{"mean live instances", c.Live.AvgContainers, c.Sim.AvgContainers, e.Mean.AvgContainers, e.SD.AvgContainers, e.Min.AvgContainers, e.Max.AvgContainers, c.SimExcess.AvgContainers, c.Diff.AvgContainers, c.DiffExpected.AvgContainers, 1, "%.2f", false},
+		{"instances spawned", c.Live.ContainersSpawned, c.Sim.ContainersSpawned, e.Mean.ContainersSpawned, e.SD.ContainersSpawned, e.Min.ContainersSpawned, e.Max.ContainersSpawned, c.SimExcess.ContainersSpawned, c.Diff.ContainersSpawned, c.DiffExpected.ContainersSpawned, 1, "%.1f", false},
+		{"SLO compliance (%)", c.Live.SLOCompliance, c.Sim.SLOCompliance, e.Mean.SLOCompliance, e.SD.SLOCompliance, e.Min.SLOCompliance, e.Max.SLOCompliance, c.SimExcess.SLOCompliance, c.Diff.SLOCompliance, c.DiffExpected.SLOCompliance, 100, "%.2f", true},
+		{"p50 (ms)", c.Live.P50Ms, c.Sim.P50Ms, e.Mean.P50Ms, e.SD.P50Ms, e.Min.P50Ms, e.Max.P50Ms, c.SimExcess.P50Ms, c.Diff.P50, c.DiffExpected.P50, 1, "%.1f", false},
+		{"p99 (ms)", c.Live.P99Ms, c.Sim.P99Ms, e.Mean.P99Ms, e.SD.P99Ms, e.Min.P99Ms, e.Max.P99Ms, c.SimExcess.P99Ms, c.Diff.P99, c.DiffExpected.P99, 1, "%.1f", false},
+		{"requests", c.Live.Requests, c.Sim.Requests, e.Mean.Requests, e.SD.Requests, e.Min.Requests, e.Max.Requests, c.SimExcess.Requests, nil, nil, 1, "%.0f", false},
 	}
 	for _, r := range rows {
 		f, k := r.format, r.scale
+		d, dE := pct(r.diff), pct(r.diffE)
+		if r.points {
+			d, dE = points(100*(r.live-r.sim)), points(100*(r.live-r.mean))
+		}
 		fmt.Fprintf(&b, "| %s | "+f+" | "+f+" | %s | "+f+" ± "+f+" ("+f+"–"+f+") | %s | "+f+" |\n",
-			r.name, k*r.live, k*r.sim, pct(r.diff), k*r.mean, k*r.sd, k*r.lo, k*r.hi, pct(r.diffE), k*r.over)
+			r.name, k*r.live, k*r.sim, d, k*r.mean, k*r.sd, k*r.lo, k*r.hi, dE, k*r.over)
 	}
 	fmt.Fprintf(&b, "| live errors | %.0f%s | | | | | |\n\n", c.Live.Errors*float64(c.Runs), errorKinds(c.LiveErrorsByKind))
-	fmt.Fprintf(&b, "Mean live instances and SLO compliance are %s %.0f%% of the simulator's on the same seeds, and %s %.0f%% of its mean over %d seeds; "+
-		"the live run's distance from that mean is %s (mean live instances) and %s (SLO compliance) standard errors.\n\n",
-		inOut(c.Within), 100*Tolerance, inOut(c.WithinExpected), 100*Tolerance, e.Seeds, zText(c.Z.AvgContainers), zText(c.Z.SLOCompliance))
+	b.WriteString(c.verdictText())
 	if c.Runs > 1 {
 		fmt.Fprintf(&b, "| live run | seed | mean live instances | spawned | largest rise in 250 ms | SLO compliance | p50 | p99 |\n|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for i, r := range c.LiveRuns {
@@ -597,6 +675,21 @@ func (c *Comparison) markdown() string {
 	}
 	return b.String()
 }
+
+// verdictText states the tolerance rule and how the comparison fares
+// under it.
+func (c *Comparison) verdictText() string {
+	yes := map[bool]string{true: "yes", false: "no"}
+	return fmt.Sprintf("**Within tolerance: %s.** Against the simulator's expectation (its mean over %d seeds), the live mean over %d run(s) "+
+		"differs by %s in mean live instances (bound ±%.0f%%) and by %s in SLO compliance (bound ±%.1f points). "+
+		"The rule: %s. Against the simulator on the same seeds (one draw against another, for information): %s and %s, %s. "+
+		"The live mean's distance from the expectation is %s (mean live instances) and %s (SLO compliance) standard errors.\n\n",
+		yes[c.Within], c.SimExpected.Seeds, c.Runs, pct(c.InstancesRelDiff), 100*InstancesTolerance, points(c.SLOPointsDiff), SLOPointsTolerance,
+		ToleranceRule, pct(c.SameSeeds.InstancesRelDiff), points(c.SameSeeds.SLOPointsDiff), inOut(c.SameSeeds.Within),
+		zText(c.Z.AvgContainers), zText(c.Z.SLOCompliance))
+}
+
+func points(v float64) string { return fmt.Sprintf("%+.2f points", v) }
 
 // errorKinds lists errors by kind, " (kind n, ...)", or nothing.
 func errorKinds(m map[string]int64) string {
@@ -663,12 +756,12 @@ func (c *Comparison) WriteDir(dir string) error {
 
 // plotBars draws each figure as a percentage of the simulator's mean over
 // its seeds, for the simulator on the live runs' seeds and for the live
-// platform, with the tolerance band, so figures of different units share
-// one axis.
+// platform, with mean live instances' tolerance band (dashed), so figures
+// of different units share one axis.
 func (c *Comparison) plotBars(path string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s under %s (100%% = simulator's mean over %d seeds)", c.App, c.Policy, c.SimExpected.Seeds)
-	p.Y.Label.Text = "% of the simulator's mean"
+	p.Y.Label.Text = fmt.Sprintf("%% of the simulator's mean (dashed: ±%.0f%%)", 100*InstancesTolerance)
 	names := []string{"mean live", "spawned", "SLO compliance", "p50", "p99"}
 	pick := func(s Side) []float64 {
 		return []float64{s.AvgContainers, s.ContainersSpawned, s.SLOCompliance, s.P50Ms, s.P99Ms}
@@ -702,7 +795,7 @@ func (c *Comparison) plotBars(path string) error {
 		p.Add(bars)
 		p.Legend.Add(s.label, bars)
 	}
-	for _, y := range []float64{100 * (1 - Tolerance), 100 * (1 + Tolerance)} {
+	for _, y := range []float64{100 * (1 - InstancesTolerance), 100 * (1 + InstancesTolerance)} {
 		l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: y}, {X: float64(len(names)) - 0.5, Y: y}})
 		if err != nil {
 			return err
@@ -716,4 +809,143 @@ func (c *Comparison) plotBars(path string) error {
 	p.Y.Min, p.Y.Max = 0, top
 	p.Add(plotter.NewGrid())
 	return p.Save(7*vg.Inch, 4*vg.Inch, path)
+}
+
+// SummaryRow is one comparison in a summary: the live mean over its runs
+// against the simulator's expectation, judged by Judge.
+type SummaryRow struct {
+	// Dir is the folder the comparison was read from; Error says why
+	// there is no comparison in it (the other fields are then zero).
+	Dir      string  `json:"dir"`
+	Error    string  `json:"error,omitempty"`
+	Policy   string  `json:"policy"`
+	App      string  `json:"app"`
+	Trace    string  `json:"trace"`
+	Rate     float64 `json:"rate"`
+	Runs     int     `json:"runs"`
+	SimSeeds int     `json:"sim_seeds"`
+	// SimInstances and SimSLO are the simulator's expectation, the live
+	// ones the mean over the runs; SLO compliance is a fraction.
+	SimInstances  float64 `json:"sim_instances"`
+	LiveInstances float64 `json:"live_instances"`
+	SimSLO        float64 `json:"sim_slo_compliance"`
+	LiveSLO       float64 `json:"live_slo_compliance"`
+	Verdict
+	// LiveErrors is the live runs' errors, all runs together.
+	LiveErrors float64 `json:"live_errors"`
+}
+
+// Summary is every comparison of a set of folders in one table.
+type Summary struct {
+	Rule   string       `json:"tolerance_rule"`
+	Within int          `json:"within"`
+	Rows   []SummaryRow `json:"rows"`
+}
+
+// Summarize reads comparison.json from each folder and judges each anew
+// by the tolerance rule, so that comparisons written before the rule
+// changed are judged by the same one. A folder without a readable
+// comparison is a row with its Error, so that one failed run does not hide
+// the others. Rows are ordered by app, trace and then policy.Names()'s
+// order.
+func Summarize(dirs []string) *Summary {
+	s := &Summary{Rule: ToleranceRule}
+	for _, dir := range dirs {
+		row := SummaryRow{Dir: dir}
+		c, err := readComparison(filepath.Join(dir, "comparison.json"))
+		if err != nil {
+			row.Error = err.Error()
+			s.Rows = append(s.Rows, row)
+			continue
+		}
+		row.Policy, row.App, row.Trace, row.Rate, row.Runs, row.SimSeeds = c.Policy, c.App, c.Trace, c.Rate, c.Runs, c.SimExpected.Seeds
+		row.SimInstances, row.LiveInstances = c.SimExpected.Mean.AvgContainers, c.Live.AvgContainers
+		row.SimSLO, row.LiveSLO = c.SimExpected.Mean.SLOCompliance, c.Live.SLOCompliance
+		row.Verdict = Judge(c.Live, c.SimExpected.Mean)
+		row.LiveErrors = c.Live.Errors * float64(c.Runs)
+		if row.Within {
+			s.Within++
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	order := func(p string) int {
+		if i := slices.Index(LivePolicies(), p); i >= 0 {
+			return i
+		}
+		return len(LivePolicies())
+	}
+	slices.SortStableFunc(s.Rows, func(a, b SummaryRow) int {
+		return cmp.Or(cmp.Compare(a.App, b.App), cmp.Compare(a.Trace, b.Trace), cmp.Compare(order(a.Policy), order(b.Policy)),
+			cmp.Compare(a.Policy, b.Policy))
+	})
+	return s
+}
+
+func readComparison(path string) (*Comparison, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no comparison.json (the run failed or has not run)")
+		}
+		return nil, err
+	}
+	var c Comparison
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("comparison.json: %v", err)
+	}
+	if c.Policy == "" || c.Runs < 1 || c.SimExpected.Seeds < 1 {
+		return nil, fmt.Errorf("comparison.json: not a comparison (no policy, runs or simulator seeds)")
+	}
+	return &c, nil
+}
+
+// WriteJSON prints the summary as one JSON object.
+func (s *Summary) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+// WriteText prints the summary's markdown table.
+func (s *Summary) WriteText(w io.Writer) error {
+	_, err := io.WriteString(w, s.markdown())
+	return err
+}
+
+func (s *Summary) markdown() string {
+	var b strings.Builder
+	b.WriteString("# Simulator against live: every policy\n\n")
+	fmt.Fprintf(&b, "The live figures are the mean over each comparison's runs, the simulator's its expectation (mean over its seeds); %s.\n\n", s.Rule)
+	b.WriteString("| app | trace | rate | policy | runs | sim instances | live instances | relative diff | sim SLO | live SLO | points diff | within_tolerance |\n" +
+		"|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, r := range s.Rows {
+		if r.Error != "" {
+			fmt.Fprintf(&b, "| | | | %s | | | | | | | | no result: %s |\n", r.Dir, r.Error)
+			continue
+		}
+		within := map[bool]string{true: "yes", false: "**no**"}[r.Within]
+		if r.LiveErrors > 0 {
+			within += fmt.Sprintf(" (%.0f live errors)", r.LiveErrors)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %g/s | %s | %d | %.2f | %.2f | %s | %.2f%% | %.2f%% | %+.2f | %s |\n",
+			r.App, r.Trace, r.Rate, r.Policy, r.Runs, r.SimInstances, r.LiveInstances, pct(r.InstancesRelDiff),
+			100*r.SimSLO, 100*r.LiveSLO, r.SLOPointsDiff, within)
+	}
+	fmt.Fprintf(&b, "\n%d of %d within tolerance.\n", s.Within, len(s.Rows))
+	return b.String()
+}
+
+// WriteDir writes summary.md and summary.json into dir.
+func (s *Summary) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(s.markdown()), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	if err := s.WriteJSON(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.json"), []byte(b.String()), 0o644)
 }
