@@ -77,6 +77,12 @@ type Config struct {
 	// SLO compliance.
 	MaxQueue int
 
+	// Scale bounds each function's instances, in chain order (empty: no
+	// bounds), as a stack file's min_scale and max_scale do live: a plan
+	// never retires below Min and always restores it, and no start goes
+	// above Max (0: no ceiling).
+	Scale []ScaleBounds
+
 	// ColdBoot starts the cluster empty. By default every function starts
 	// with warm containers for the trace's initial load (see prewarm), so
 	// results are not dominated by everyone's cold start at time zero.
@@ -127,7 +133,25 @@ func (c *Config) validate() error {
 	if err := c.Trace.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
+	if err := c.validateScale(); err != nil {
+		return err
+	}
 	return c.validateCluster()
+}
+
+// ScaleBounds are one function's least and most instances.
+type ScaleBounds struct{ Min, Max int }
+
+func (c *Config) validateScale() error {
+	if len(c.Scale) != 0 && len(c.Scale) != len(c.App.Chain) {
+		return fmt.Errorf("%w: %d scale bounds for %d functions", ErrBadConfig, len(c.Scale), len(c.App.Chain))
+	}
+	for i, b := range c.Scale {
+		if b.Min < 0 || b.Max < 0 || (b.Max > 0 && b.Max < b.Min) {
+			return fmt.Errorf("%w: function %d: scale bounds [%d, %d]", ErrBadConfig, i, b.Min, b.Max)
+		}
+	}
+	return nil
 }
 
 func (c *Config) validateCluster() error {

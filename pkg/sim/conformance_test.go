@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -36,12 +35,8 @@ type scripted struct {
 func (s *scripted) Name() string { return "sim" }
 
 func (s *scripted) Setup(st policytest.Setup) error {
-	for _, f := range st.Functions {
-		if f.MinScale != 0 || f.MaxScale != 0 {
-			return fmt.Errorf("the simulator has no per-function scale bounds")
-		}
-	}
 	app := workload.App{Name: "script", MinSize: 1, MaxSize: stack.DefaultMaxSize}
+	var scale []ScaleBounds
 	for _, f := range st.Functions {
 		slo := f.SLO
 		// The SLO split weighs each function by its execution time at the
@@ -50,6 +45,7 @@ func (s *scripted) Setup(st policytest.Setup) error {
 		app.Chain = append(app.Chain, workload.Function{Name: f.Name, SizeSensitive: true,
 			ExecMean: func(float64) time.Duration { return slo }, OutputMean: func(x float64) float64 { return x }})
 		app.SLO += f.SLO
+		scale = append(scale, ScaleBounds{Min: f.MinScale, Max: f.MaxScale})
 	}
 	if st.AppSLO > 0 {
 		app.SLO = st.AppSLO
@@ -60,7 +56,7 @@ func (s *scripted) Setup(st policytest.Setup) error {
 	}
 	cfg := Config{App: app, Dist: dist(s.t, "uniform"), Trace: trace.Trace{Name: "script", PerSecond: make([]float64, 3600)},
 		Policy: st.Policy, Seed: st.Seed, Nodes: 1, CoresPerNode: cores, ColdStart: st.ColdStart,
-		Tick: st.Tick, Window: st.Window, IdleTimeout: st.IdleTimeout, MaxQueue: st.MaxQueue, ColdBoot: true, NoBound: true}
+		Tick: st.Tick, Window: st.Window, IdleTimeout: st.IdleTimeout, MaxQueue: st.MaxQueue, Scale: scale, ColdBoot: true, NoBound: true}
 	cfg.applyDefaults()
 	spec := policySpec(&cfg)
 	if st.Policy == "oracle" {
@@ -144,6 +140,14 @@ func (s *scripted) check() {
 func (s *scripted) Events() []policytest.Event {
 	out := s.evs
 	s.evs = nil
+	return out
+}
+
+func (s *scripted) Budgets() []time.Duration {
+	var out []time.Duration
+	for i := range s.e.fns {
+		out = append(out, time.Duration(s.e.fns[i].deadline))
+	}
 	return out
 }
 

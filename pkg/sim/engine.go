@@ -354,16 +354,30 @@ func (e *engine) enqueue(fn int32, r int32) {
 		rt.queue.Push(e.entry(rt, req), r)
 	}
 	now := e.policyTime(e.now)
-	if add := e.pol.Arrive(now, int(fn), req.size, e.counts(fn)); add > 0 {
+	add := e.pol.Arrive(now, int(fn), req.size, e.counts(fn))
+	if add, _, err := policy.Apply(policy.Decision{Add: add}, e.scaleOf(fn)); err != nil {
+		e.err = fmt.Errorf("%w: policy %s: %w", ErrInvariant, e.pol.Name(), err)
+	} else {
 		e.spawn(fn, add)
 	}
 	if e.con.LookAheadDue(now, int(fn), len(e.fns)) {
 		e.fillViews()
 		e.con.LookAhead(now, e.views, e.decs)
 		for f, d := range e.decs {
-			e.spawn(int32(f), d.Add)
+			s := e.scaleOf(int32(f))
+			e.spawn(int32(f), policy.Grow(d.Add, s.Live, s.MaxScale))
 		}
 	}
+}
+
+// scaleOf is what policy.Apply needs to know of fn.
+func (e *engine) scaleOf(fn int32) policy.Scale {
+	rt := &e.fns[fn]
+	s := policy.Scale{Live: rt.m.live, Idle: rt.idle.len(), Queued: rt.queue.Len()}
+	if len(e.cfg.Scale) > 0 {
+		s.MinScale, s.MaxScale = e.cfg.Scale[fn].Min, e.cfg.Scale[fn].Max
+	}
+	return s
 }
 
 // maxQueue is the queue bound Admit applies; an unbounded run
@@ -524,7 +538,7 @@ func (e *engine) scheduleExpiry(fn int32) {
 
 // onExpire retires every container of fn whose current idle period has
 // lasted the keep-alive (SimFaaS's expiration threshold), exactly when it
-// does, and schedules the next expiry.
+// does, down to the function's minimum, and schedules the next expiry.
 func (e *engine) onExpire(fn int32) {
 	rt := &e.fns[fn]
 	rt.expiryPending = false
@@ -535,8 +549,12 @@ func (e *engine) onExpire(fn int32) {
 			if c.idleAt+int64(e.keepAlive()) > e.now {
 				break
 			}
-			rt.idle.remove(r.id, c.node)
-			e.kill(r.id)
+			// At the function's minimum the container stays: its idle
+			// period leaves the list unexpired.
+			if s := e.scaleOf(fn); s.Live > s.MinScale {
+				rt.idle.remove(r.id, c.node)
+				e.kill(r.id)
+			}
 		}
 		rt.expiryHead++
 	}
@@ -597,9 +615,10 @@ func (e *engine) onReady(id int32) {
 // bindNew gives request r a container of its own, started now: the
 // request waits for that container's cold start rather than for a busy
 // container to free up, as on platforms that run one request per
-// container. It reports false when the cluster is full.
+// container. It reports false when the cluster is full or the function
+// at its maximum.
 func (e *engine) bindNew(fn int32, r int32) bool {
-	if e.spawnOne(fn) < 0 {
+	if s := e.scaleOf(fn); policy.Grow(1, s.Live, s.MaxScale) == 0 || e.spawnOne(fn) < 0 {
 		return false
 	}
 	rt := &e.fns[fn]

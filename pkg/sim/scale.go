@@ -118,8 +118,7 @@ func (e *engine) plan() {
 	e.fillViews()
 	e.pol.Plan(e.policyTime(e.now), e.views, e.decs)
 	for fn, d := range e.decs {
-		rt := &e.fns[fn]
-		add, retire, err := policy.Apply(d, policy.Scale{Live: rt.m.live, Idle: rt.idle.len(), Queued: rt.queue.Len()})
+		add, retire, err := policy.Apply(d, e.scaleOf(int32(fn)))
 		if err != nil {
 			e.err = fmt.Errorf("%w: policy %s: %w", ErrInvariant, e.pol.Name(), err)
 			return
@@ -146,10 +145,13 @@ func (e *engine) onWake() {
 	e.plan()
 }
 
+// reclaimIdle stops the containers of fn idle past the timeout, keeping
+// the function's minimum.
 func (e *engine) reclaimIdle(fn int32) {
 	rt := &e.fns[fn]
 	limit := e.now - int64(e.cfg.IdleTimeout)
-	rt.idle.expire(limit, e.ctrs, e.kill)
+	s := e.scaleOf(fn)
+	rt.idle.expire(limit, s.Live-s.MinScale, e.ctrs, e.kill)
 }
 
 // keepAlive is how long an idle container lives under the policy's
@@ -341,14 +343,15 @@ func (p *idlePool) popHighest() int32 {
 }
 
 // expire removes and returns (via kill) every container idle since limit
-// or earlier.
-func (p *idlePool) expire(limit int64, ctrs []container, kill func(int32)) {
-	for i := p.low; i < len(p.byNode) && p.n > 0; i++ {
+// or earlier, at most n of them.
+func (p *idlePool) expire(limit int64, n int, ctrs []container, kill func(int32)) {
+	for i := p.low; i < len(p.byNode) && p.n > 0 && n > 0; i++ {
 		s := p.byNode[i]
 		k := 0
-		for k < len(s) && ctrs[s[k]].idleAt <= limit {
+		for k < len(s) && k < n && ctrs[s[k]].idleAt <= limit {
 			k++
 		}
+		n -= k
 		if k == 0 {
 			continue
 		}

@@ -19,6 +19,7 @@
 //	NAME slo=D [min=N] [max=N] [plan=AT:N,...]     one input line per function, in chain order
 //	arrive [n=N] [every=D] size=S exec=D[,D...] [out=S[,S...]]
 //	run to=D                                        advance the clock, print what happened
+//	budgets                                         print each function's cumulative SLO budget
 //
 // Times are offsets from the start of the script. Instances are named
 // FUNCTION#K, the K-th instance of the function asked for; requests rK in
@@ -119,6 +120,9 @@ type Driver interface {
 	Advance(t time.Duration)
 	// Events returns what the driver did since the last call.
 	Events() []Event
+	// Budgets is each function's SLO budget, cumulative along the chain:
+	// the deadline a request has there, from its arrival at the app.
+	Budgets() []time.Duration
 	// Close stops the driver.
 	Close()
 }
@@ -158,6 +162,12 @@ func (s *script) do(td *datadriven.TestData) (string, error) {
 		return s.doSetup(td)
 	case "arrive":
 		return "", s.doArrive(td)
+	case "budgets":
+		var b strings.Builder
+		for i, d := range s.d.Budgets() {
+			fmt.Fprintf(&b, "%s %v\n", s.setup.Functions[i].Name, d)
+		}
+		return b.String(), nil
 	case "run":
 		to, err := durationArg(td, "to", 0)
 		if err != nil {
