@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/workload"
 )
 
@@ -102,8 +103,8 @@ func (r *replayer) run(ctx context.Context, req request) (result, error) {
 		return result{}, err
 	}
 	exec, out := r.sample(req.size)
-	if err := sleep(ctx, exec); err != nil {
-		return result{}, err
+	if err := ctxtime.Sleep(ctx, exec); err != nil {
+		return result{}, fmt.Errorf("request cancelled after part of its %v: %w", exec, err)
 	}
 	body, err := json.Marshal(replayReply{
 		App: r.app.Name, Function: r.fn.Name, InputSize: req.size, OutputSize: out,
@@ -138,16 +139,4 @@ func (r *replayer) sample(size float64) (time.Duration, float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.fn.Exec(size, r.rng), r.fn.Output(size, r.rng)
-}
-
-// sleep waits for d unless the client goes away first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("request cancelled after part of its %v: %w", d, ctx.Err())
-	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"gantry.dev/gantry/pkg/ctxtime"
 )
 
 // Health-check bounds after an instance failed a request: checkTries
@@ -31,7 +33,7 @@ func CheckHealth(ctx context.Context, inst Instance) error {
 		if try == checkTries {
 			return fmt.Errorf("instance %s: no answer below 500 on %s in %d tries", inst.ID, HealthPath, checkTries)
 		}
-		if err := sleepCtx(ctx, checkGap); err != nil {
+		if err := ctxtime.Sleep(ctx, checkGap); err != nil {
 			return err
 		}
 	}

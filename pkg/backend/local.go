@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -142,7 +143,7 @@ func (l *Local) spawn(function string) {
 		l.ev.Failed(function, fmt.Errorf("%w: %q", ErrNotDeployed, function))
 		return
 	}
-	if err := sleepCtx(l.ctx, l.cfg.StartDelay); err != nil {
+	if err := ctxtime.Sleep(l.ctx, l.cfg.StartDelay); err != nil {
 		l.ev.Failed(function, err)
 		return
 	}
@@ -315,20 +316,6 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // prefixWriter prefixes every line with an instance's ID.

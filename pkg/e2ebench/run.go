@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"gantry.dev/gantry/pkg/backend/kube"
+	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/gateway"
 	"gantry.dev/gantry/pkg/loadgen"
@@ -188,7 +189,7 @@ func runOne(ctx context.Context, cfg *rest.Config, opts Options, orch string, lo
 	}
 	wg.Go(func() { churned = inter.Run(churnCtx, orchbench.Case{Mode: opts.Mode, Burst: opts.Burst}) })
 	// The churn runs a moment before the load, so the scale-up meets it.
-	sleep(ctx, 2*time.Second)
+	_ = ctxtime.Sleep(ctx, 2*time.Second) // an interrupt is seen by what follows
 
 	tr, err := trace.Generate("poisson", opts.Rate, opts.Duration, opts.Seed)
 	if err != nil {
@@ -345,13 +346,4 @@ func freePort() (int32, error) {
 	}
 	defer ln.Close()
 	return int32(ln.Addr().(*net.TCPAddr).Port), nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/trace"
 )
 
@@ -32,10 +33,7 @@ func flat(rate float64, seconds int) trace.Trace {
 func sleepCtx(r *http.Request, d time.Duration) {
 	// The server notices a client hanging up only once the body is read.
 	_, _ = io.Copy(io.Discard, r.Body)
-	select {
-	case <-time.After(d):
-	case <-r.Context().Done():
-	}
+	_ = ctxtime.Sleep(r.Context(), d)
 }
 
 // collect returns an OnSample hook and the samples it gathered. The hook

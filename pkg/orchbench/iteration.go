@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"gantry.dev/gantry/pkg/ctxtime"
 )
 
 // iteration runs the churn and the services' scale-ups for one iteration
@@ -68,14 +70,14 @@ func (r *runner) record(ctl string, c Case, sink *sampleSink) {
 // ends, waiting a random gap between cycles.
 func (r *runner) serviceLoop(ctx, ictx context.Context, w *world, c Case, rep, i int, sink *sampleSink) error {
 	rng := r.rngFor(c, rep, i)
-	if !sleep(ictx, time.Duration(rng.Float64()*float64(r.opts.Gap))) {
+	if ctxtime.Sleep(ictx, time.Duration(rng.Float64()*float64(r.opts.Gap))) != nil {
 		return nil
 	}
 	for ictx.Err() == nil {
 		if err := r.cycle(ctx, w, rep, i, sink); err != nil {
 			return err
 		}
-		if !sleep(ictx, jitter(rng, r.opts.Gap)) {
+		if ctxtime.Sleep(ictx, jitter(rng, r.opts.Gap)) != nil {
 			return nil
 		}
 	}
@@ -85,17 +87,6 @@ func (r *runner) serviceLoop(ctx, ictx context.Context, w *world, c Case, rep, i
 // jitter is uniform in [gap/2, 3gap/2).
 func jitter(rng *rand.Rand, gap time.Duration) time.Duration {
 	return gap/2 + time.Duration(rng.Float64()*float64(gap))
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // cycle is one scale-up from zero, timed, then the scale-down back to
@@ -236,7 +227,7 @@ func churnLoop(parent, ctx context.Context, t target, c Case, rep int, p pacing)
 			// A burst's objects spread over the time the rate allows them.
 			next = start.Add(time.Duration(float64(c.Burst) / p.rate * float64(time.Second)))
 		}
-		if !next.IsZero() && !sleep(ctx, time.Until(next)) {
+		if !next.IsZero() && ctxtime.Sleep(ctx, time.Until(next)) != nil {
 			break
 		}
 	}

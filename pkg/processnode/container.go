@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"gantry.dev/gantry/pkg/childproc"
+	"gantry.dev/gantry/pkg/ctxtime"
 )
 
 // exitStartError is the exit code of a run whose program could not start.
@@ -352,7 +353,7 @@ func probeUntilVerdict(ctx context.Context, p *corev1.Probe, t probeTarget) (boo
 // with each new verdict, until ctx is done or on returns false.
 func watchProbe(ctx context.Context, p *corev1.Probe, t probeTarget, on func(passing bool, err error) bool) {
 	st := probeState{probe: p}
-	if !sleepCtx(ctx, time.Duration(p.InitialDelaySeconds)*time.Second) {
+	if ctxtime.Sleep(ctx, time.Duration(p.InitialDelaySeconds)*time.Second) != nil {
 		return
 	}
 	for {
@@ -363,22 +364,8 @@ func watchProbe(ctx context.Context, p *corev1.Probe, t probeTarget, on func(pas
 		if st.observe(err) && !on(st.passing, err) {
 			return
 		}
-		if !sleepCtx(ctx, st.period()) {
+		if ctxtime.Sleep(ctx, st.period()) != nil {
 			return
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
