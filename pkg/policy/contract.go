@@ -180,16 +180,16 @@ func (c *Contract) NextWake(now time.Time) (time.Time, bool) {
 	return c.waker.NextWake(now)
 }
 
-// lookAheadGap bounds how often arrivals run the Look-Ahead Scaler: it
+// LookAheadGap bounds how often arrivals run the Look-Ahead Scaler: it
 // reads every function's view, so at thousands of arrivals a second it
 // runs at most once per gap, and the tick covers the rest.
-const lookAheadGap = 5 * time.Millisecond
+const LookAheadGap = 5 * time.Millisecond
 
 // LookAheadDue reports whether a request arriving at function fn of a
 // chain of n functions runs the Look-Ahead Scaler now; if so the driver
 // builds every view and calls LookAhead. It records the run.
 func (c *Contract) LookAheadDue(now time.Time, fn, n int) bool {
-	if c.look == nil || fn != 0 || n < 2 || (!c.lookedAt.IsZero() && now.Sub(c.lookedAt) < lookAheadGap) {
+	if c.look == nil || fn != 0 || n < 2 || (!c.lookedAt.IsZero() && now.Sub(c.lookedAt) < LookAheadGap) {
 		return false
 	}
 	c.lookedAt = now

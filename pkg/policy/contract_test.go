@@ -170,7 +170,7 @@ func TestLookAheadDueOncePerGapAtTheHead(t *testing.T) {
 	if c.LookAheadDue(t0, 1, 2) || c.LookAheadDue(t0, 0, 1) {
 		t.Error("due downstream or on a lone function")
 	}
-	if !c.LookAheadDue(t0, 0, 2) || c.LookAheadDue(t0.Add(lookAheadGap-1), 0, 2) || !c.LookAheadDue(t0.Add(lookAheadGap), 0, 2) {
+	if !c.LookAheadDue(t0, 0, 2) || c.LookAheadDue(t0.Add(LookAheadGap-1), 0, 2) || !c.LookAheadDue(t0.Add(LookAheadGap), 0, 2) {
 		t.Error("not once per gap")
 	}
 	k, _ := NewContract(mustNew(t, "knative", truthSpec()), Support{})
