@@ -43,13 +43,12 @@ type Config struct {
 	// Capacity bounds the instances of all functions together; 0 means
 	// no bound.
 	Capacity int
-	// Tick is how often the autoscaler plans (default 250 ms).
-	Tick time.Duration
-	// Window is the proactive scaler's period (default 10 s).
-	Window time.Duration
-	// IdleTimeout stops an instance idle that long beyond the function's
-	// minimum (default 60 s).
-	IdleTimeout time.Duration
+	// Tick is how often the autoscaler plans, Window the proactive
+	// scaler's period, and IdleTimeout stops an instance idle that long
+	// beyond the function's minimum; each defaults to the policy core's
+	// (policy.DefaultTick, DefaultWindow, DefaultIdleTimeout), which the
+	// simulator runs with too.
+	Tick, Window, IdleTimeout time.Duration
 	// Now is the clock (default time.Now); tests step a fake one.
 	Now func() time.Time
 	// NewPolicy builds a group's policy (default policy.New); tests put a
@@ -71,13 +70,13 @@ func (c *Config) defaults() {
 		c.Policy = "gantry"
 	}
 	if c.Tick <= 0 {
-		c.Tick = 250 * time.Millisecond
+		c.Tick = policy.DefaultTick
 	}
 	if c.Window <= 0 {
-		c.Window = 10 * time.Second
+		c.Window = policy.DefaultWindow
 	}
 	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = time.Minute
+		c.IdleTimeout = policy.DefaultIdleTimeout
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -117,6 +116,10 @@ type Dispatcher struct {
 	byID   map[string]*instance
 	closed bool
 	stats  Stats
+	// seq numbers instance events in order (instance.created, freedSeq).
+	seq uint64
+	// viewBuf is lockedView's buffer for a queue in run order.
+	viewBuf []policy.Queued[*call]
 
 	// role is the part in a scaled-out gateway; fol is a Follower's state
 	// for the leader, peers and leadSince a Leader's (peers.go).
@@ -126,13 +129,20 @@ type Dispatcher struct {
 	leadSince time.Time
 }
 
+// support is what the live dispatcher honours beyond what every driver
+// must: nothing. It cannot know the future, and it plans at its ticks.
+var support = policy.Support{}
+
 // New returns a dispatcher that runs instances on be. It checks that the
-// policy exists.
+// policy exists and that this driver can run it as it is meant to run
+// (policy.Caps.Refuse): the clairvoyant ones are refused here.
 func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
 	custom := cfg.NewPolicy != nil
 	cfg.defaults()
-	if !custom && !slices.Contains(append(policy.Names(), policy.Ablations()...), cfg.Policy) {
-		return nil, fmt.Errorf("%w %q (known: %v)", policy.ErrUnknownPolicy, cfg.Policy, policy.Names())
+	if !custom {
+		if err := CheckPolicy(cfg.Policy); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Capacity < 0 {
 		return nil, fmt.Errorf("capacity %d must not be negative", cfg.Capacity)
@@ -150,6 +160,21 @@ func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
 	d.ctx, d.endChecks = context.WithCancel(context.Background())
 	be.Attach(events{d})
 	return d, nil
+}
+
+// CheckPolicy reports whether the live dispatcher runs the named policy:
+// an unknown name is policy.ErrUnknownPolicy, one it cannot honour
+// policy.ErrUnsupported with the reason. Command lines call it before
+// anything starts.
+func CheckPolicy(name string) error {
+	if !slices.Contains(append(policy.Names(), policy.Ablations()...), name) {
+		return fmt.Errorf("%w %q (known: %v)", policy.ErrUnknownPolicy, name, policy.Names())
+	}
+	c, err := policy.CapsFor(name)
+	if err != nil {
+		return err
+	}
+	return c.Refuse(name, support)
 }
 
 // Policy is the name of the policy deciding.

@@ -790,8 +790,8 @@ func TestLookAheadUnderConcurrentArrivals(t *testing.T) {
 	h.mu.Lock()
 	n := len(h.lookAheads)
 	h.mu.Unlock()
-	if n == 0 || time.Duration(n-1)*lookAheadGap > elapsed {
-		t.Fatalf("%d look-aheads in %v: want at least one, at most one per %v", n, elapsed, lookAheadGap)
+	if n == 0 || time.Duration(n-1)*policy.LookAheadGap > elapsed {
+		t.Fatalf("%d look-aheads in %v: want at least one, at most one per %v", n, elapsed, policy.LookAheadGap)
 	}
 	st, _ := d.Function("f")
 	if st.Stats.Accepted != 800 || st.Stats.Completed != 800 {
@@ -811,11 +811,8 @@ func TestCorePolicyLookAheadOnArrival(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := p.(lookAheader); !ok {
-			t.Errorf("%s has no LookAhead hook", name)
-		}
-		if _, ok := p.(coldStartSetter); !ok {
-			t.Errorf("%s has no SetColdStart hook", name)
+		if c := p.Caps(); !c.LookAhead || !c.ColdStart {
+			t.Errorf("%s: capabilities %+v, want LookAhead and ColdStart", name, c)
 		}
 	}
 	be := newFake(false)

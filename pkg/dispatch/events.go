@@ -37,13 +37,39 @@ func (e events) Ready(inst backend.Instance) {
 	fn.stats.Ready++
 	fn.stats.ColdStartSum += inst.ColdStart
 	in := &instance{Instance: inst, fn: fn, slots: fn.decl.Concurrency, idleSince: now}
+	d.seq += 2
+	in.created, in.freedSeq = d.seq-1, d.seq
 	if d.role == Leader {
 		in.slots = 0 // lockedShare grants them
 	}
 	fn.ready = append(fn.ready, in)
 	d.byID[inst.ID] = in
+	d.lockedRunBound(in, now)
 	d.lockedFeed(in, now)
 	d.lockedShare(fn, now)
+}
+
+// lockedRunBound gives a new instance to the request waiting longest for
+// an instance of its own (a dedicated policy), before the queue.
+func (d *Dispatcher) lockedRunBound(in *instance, now time.Time) {
+	fn := in.fn
+	if len(fn.bound) == 0 || in.free() <= 0 {
+		return
+	}
+	c := fn.bound[0]
+	fn.bound = fn.bound[1:]
+	d.lockedRun(c, in, now)
+}
+
+// lockedUnbind queues, when starts failed, the requests waiting for an
+// instance of their own beyond the starts still pending, so that none
+// waits for a start that will not come.
+func (d *Dispatcher) lockedUnbind(fn *function) {
+	for len(fn.bound) > len(fn.startingAt) {
+		c := fn.bound[len(fn.bound)-1]
+		fn.bound = fn.bound[:len(fn.bound)-1]
+		fn.queue.Push(c.entry, c)
+	}
 }
 
 // lockedAdopt takes, on a follower, an instance the backend reports: the
@@ -73,6 +99,7 @@ func (e events) Failed(function string, err error) {
 		fn.startingAt = fn.startingAt[1:]
 		fn.stats.StartFailures++
 		fn.failStreak++
+		d.lockedUnbind(fn)
 		d.cfg.Logger.Warn("instance failed to start", "function", function, "err", err)
 		if fn.failStreak >= startFailLimit {
 			fn.failStreak = 0

@@ -24,11 +24,12 @@ type function struct {
 	// want is scale-up the capacity bound held back; it is granted to the
 	// most critical function first as capacity frees.
 	want int
-	// coldStart is what the function's next start is expected to take:
-	// the declared cold start until one is measured, then a moving
-	// average of the measured ones (coldStartWeight on the newest).
-	coldStart time.Duration
-	measured  bool
+	// bound lists the requests waiting for an instance of their own
+	// under a dedicated policy, in arrival order: each takes the next
+	// instance of the function that becomes ready.
+	bound []*call
+	// coldStart is what the function's next start is expected to take.
+	coldStart policy.ColdStartEstimate
 	// failStreak counts starts in a row that failed.
 	failStreak int
 	stats      FunctionStats
@@ -56,6 +57,10 @@ type instance struct {
 	slots     int
 	running   []*call
 	idleSince time.Time
+	// created orders instances by when they became ready, freedSeq by
+	// when a slot of theirs last came free (Dispatcher.seq): the
+	// contract's idle choice and retire order read them.
+	created, freedSeq uint64
 	// draining instances take no new request and stop when idle.
 	draining bool
 	// suspect instances failed a request and take no new one until their
@@ -87,19 +92,46 @@ type call struct {
 }
 
 // lockedFreeInstance is the instance a request that finds the queue empty
-// runs on: the one idle the shortest time, so the longest idle ones age
-// out, as the simulator's idle pool does.
+// runs on: the one policy.Contract.TakesBefore picks among those with a
+// free slot.
 func (f *function) lockedFreeInstance() *instance {
 	var best *instance
 	for _, in := range f.ready {
 		if in.draining || in.suspect || in.free() <= 0 {
 			continue
 		}
-		if best == nil || in.idleSince.After(best.idleSince) {
+		if best == nil || f.g.con.TakesBefore(in.order(), best.order()) {
 			best = in
 		}
 	}
 	return best
+}
+
+// order is what the contract's idle choice and retire order know of an
+// instance; a gateway's instances are all on one node.
+func (in *instance) order() policy.Idle {
+	return policy.Idle{Created: in.created, FreedSeq: in.freedSeq}
+}
+
+// lockedOldestIdle is the idle instance policy.RetiresBefore picks, or
+// nil; with expired set, only one idle since limit or earlier.
+func (f *function) lockedOldestIdle(limit time.Time, expired bool) *instance {
+	var best *instance
+	for _, in := range f.ready {
+		if in.draining || !in.idle() || (expired && in.idleSince.After(limit)) {
+			continue
+		}
+		if best == nil || policy.RetiresBefore(in.order(), best.order()) {
+			best = in
+		}
+	}
+	return best
+}
+
+// scale is what policy.Apply needs to know of the function.
+func (f *function) scale() policy.Scale {
+	c := f.counts()
+	return policy.Scale{Live: c.Live, Idle: c.Idle, Queued: f.queue.Len(), MinScale: f.decl.MinScale, MaxScale: f.decl.MaxScale}
 }
 
 func (f *function) counts() policy.Counts {

@@ -16,16 +16,13 @@ type group struct {
 	declaredSLO time.Duration
 	chain       []*function
 	pol         policy.Policy
-	views       []policy.View
-	decs        []policy.Decision
+	// con is the driver contract for pol: its capabilities and the rules
+	// of driving it, the same as the simulator's.
+	con   *policy.Contract
+	views []policy.View
+	decs  []policy.Decision
 	// cum[i] is the SLO budget up to and including function i.
 	cum []time.Duration
-	// coldStart is the cold start the policy plans new instances with:
-	// the longest of its functions'.
-	coldStart time.Duration
-	// lookedAt is when an arrival at the chain's head last ran the
-	// Look-Ahead Scaler.
-	lookedAt time.Time
 }
 
 // budget is function i's own share of the group's SLO.
@@ -36,37 +33,49 @@ func (g *group) budget(i int) time.Duration {
 	return g.cum[i] - g.cum[i-1]
 }
 
+// coldStart is the cold start the policy plans new instances with: the
+// longest of its functions' expected ones.
+func (g *group) coldStart() time.Duration {
+	var longest time.Duration
+	for _, f := range g.chain {
+		longest = max(longest, f.coldStart.Value())
+	}
+	return longest
+}
+
 // lockedNewGroup builds the group and policy for a chain without
 // touching the chain's functions or the dispatcher, so that a policy that
 // refuses the spec leaves everything as it was. slo 0 means the sum of
-// the functions' SLOs.
+// the functions' SLOs, which policy.SplitSLO shares out by their declared
+// ones.
 func (d *Dispatcher) lockedNewGroup(chain []*function, name string, slo time.Duration) (*group, error) {
 	var sum time.Duration
-	for _, fn := range chain {
+	weights := make([]float64, len(chain))
+	for i, fn := range chain {
 		sum += fn.decl.SLO
+		weights[i] = float64(fn.decl.SLO)
 	}
 	declared := slo
 	if slo <= 0 {
 		slo = sum
 	}
+	share, cum := policy.SplitSLO(slo, weights)
 	g := &group{name: name, slo: slo, declaredSLO: declared, chain: chain, views: make([]policy.View, len(chain)),
-		decs: make([]policy.Decision, len(chain)), cum: make([]time.Duration, len(chain))}
+		decs: make([]policy.Decision, len(chain)), cum: cum}
 	spec := policy.Spec{App: name, AppSLO: slo, Window: d.cfg.Window, Start: d.cfg.Now(), Seed: d.cfg.Seed, Tick: d.cfg.Tick,
-		MinSize: chain[0].decl.MinSize, MaxSize: chain[0].decl.MaxSize}
-	var cum time.Duration
+		MinSize: chain[0].decl.MinSize, MaxSize: chain[0].decl.MaxSize, ColdStart: g.coldStart()}
 	for i, fn := range chain {
-		share := time.Duration(float64(slo) * float64(fn.decl.SLO) / float64(sum))
-		cum += share
-		g.cum[i] = cum
-		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: fn.decl.Name, SLO: share,
+		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: fn.decl.Name, SLO: share[i],
 			SizeSensitive: fn.decl.SizeSensitive})
-		spec.ColdStart = max(spec.ColdStart, fn.coldStart)
 	}
 	pol, err := d.cfg.NewPolicy(d.cfg.Policy, spec)
 	if err != nil {
 		return nil, err
 	}
-	g.pol, g.coldStart = pol, spec.ColdStart
+	if g.con, err = policy.NewContract(pol, support); err != nil {
+		return nil, err
+	}
+	g.pol = pol
 	return g, nil
 }
 

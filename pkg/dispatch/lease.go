@@ -7,6 +7,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"gantry.dev/gantry/pkg/backend"
@@ -84,31 +85,46 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 	now := d.cfg.Now()
 	g := fn.g
 	c := &call{fn: fn, size: r.Size, queuedAt: now, got: make(chan *instance, 1),
-		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline)}}
-	if g.pol.Order() != policy.FIFO || g.pol.Caps().Detailed {
-		c.entry.Pred = int64(g.pol.Estimate(fn.idx, r.Size))
-	}
+		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline), Pred: g.con.Estimate(fn.idx, r.Size)}}
 	var in *instance
 	if fn.queue.Len() == 0 {
 		in = fn.lockedFreeInstance()
 	}
-	switch {
-	case in != nil:
+	a := policy.Arrival{Queued: fn.queue.Len(), Free: in != nil, MaxQueue: fn.decl.MaxQueue}
+	where := g.con.Admit(a)
+	if where == policy.StartOwn && !d.lockedStartOwn(fn, c, now) {
+		where = policy.Queue(a)
+	}
+	switch where {
+	case policy.RunNow:
 		d.lockedRun(c, in, now)
 		<-c.got // the slot is ours already; the channel is for waiters
-	case fn.queue.Len() >= fn.decl.MaxQueue:
+	case policy.Refuse:
 		fn.stats.Rejected++
 		return nil, nil, fmt.Errorf("%w: function %q has %d requests waiting", ErrQueueFull, fn.decl.Name, fn.queue.Len())
-	default:
+	case policy.Enqueue:
 		fn.queue.Push(c.entry, c)
 	}
 	fn.stats.Accepted++
 	d.lockedRecordArrival(fn, r.Size)
-	add := g.pol.Arrive(now, fn.idx, r.Size, fn.counts())
-	d.lockedScaleUp(fn, add, now)
-	d.lockedEnsureProgress(fn, now)
+	d.lockedApply(fn, policy.Decision{Add: g.pol.Arrive(now, fn.idx, r.Size, fn.counts())}, now)
 	d.lockedLookAhead(fn, now)
-	return c, in, nil
+	if where == policy.RunNow {
+		return c, in, nil
+	}
+	return c, nil, nil
+}
+
+// lockedStartOwn starts an instance for call c alone (a dedicated
+// policy): c waits for the next instance of fn to be ready. It reports
+// false when none can start (the function's maximum, or the capacity).
+func (d *Dispatcher) lockedStartOwn(fn *function, c *call, now time.Time) bool {
+	if policy.Grow(1, fn.liveCount(), fn.decl.MaxScale) == 0 || !d.lockedTakeCapacity(fn, now) {
+		return false
+	}
+	d.lockedStart(fn, 1, now)
+	fn.bound = append(fn.bound, c)
+	return true
 }
 
 // cancel takes a queued request out; false when it was already assigned
@@ -121,6 +137,7 @@ func (d *Dispatcher) cancel(c *call) bool {
 	}
 	c.done = true
 	c.fn.queue.RemoveFunc(func(x *call) bool { return x == c })
+	c.fn.bound = slices.DeleteFunc(c.fn.bound, func(x *call) bool { return x == c })
 	c.fn.stats.Canceled++
 	return true
 }
@@ -199,6 +216,8 @@ func (d *Dispatcher) lockedRemoveRunning(c *call) {
 			break
 		}
 	}
+	d.seq++
+	in.freedSeq = d.seq
 	if len(in.running) == 0 {
 		in.idleSince = d.cfg.Now()
 	}

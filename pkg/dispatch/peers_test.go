@@ -238,6 +238,13 @@ type countingPolicy struct {
 	arrivals, completions atomic.Int64
 }
 
+// Caps are the wrapped policy's but for the hooks the wrapper hides.
+func (c *countingPolicy) Caps() policy.Caps {
+	caps := c.Policy.Caps()
+	caps.ColdStart, caps.LookAhead = false, false
+	return caps
+}
+
 func (c *countingPolicy) Arrive(now time.Time, fn int, size float64, n policy.Counts) int {
 	c.arrivals.Add(1)
 	return c.Policy.Arrive(now, fn, size, n)

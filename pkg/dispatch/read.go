@@ -49,7 +49,7 @@ func (d *Dispatcher) Function(name string) (FunctionStatus, bool) {
 
 func (f *function) lockedStatus() FunctionStatus {
 	st := FunctionStatus{Decl: f.decl, Replicas: f.liveCount(), Starting: len(f.startingAt),
-		Queued: f.queue.Len(), ColdStart: f.coldStart, Stats: f.stats}
+		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats}
 	if len(f.g.chain) > 1 || f.g.name != f.decl.Name {
 		st.App = f.g.name
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -87,7 +88,7 @@ func (d *Dispatcher) register(f stack.Function) error {
 	if _, exists := d.fns[f.Name]; exists {
 		return fmt.Errorf("%w: function %q", ErrExists, f.Name)
 	}
-	fn := &function{decl: f, coldStart: f.ColdStart}
+	fn := &function{decl: f, coldStart: policy.NewColdStartEstimate(f.ColdStart)}
 	g, err := d.lockedNewGroup([]*function{fn}, f.Name, 0)
 	if err != nil {
 		return err
@@ -266,6 +267,8 @@ func (d *Dispatcher) lockedFailQueued(fn *function, err error) {
 		failed = append(failed, c)
 		return true
 	})
+	failed = append(failed, fn.bound...)
+	fn.bound = nil
 	for _, c := range failed {
 		c.fail(err)
 	}

@@ -15,17 +15,31 @@ import (
 	"gantry.dev/gantry/pkg/stack"
 )
 
-// Run is the autoscaler: it plans every Tick until ctx ends.
+// Run is the autoscaler: it plans every Tick until ctx ends, and between
+// ticks stops instances whose exact keep-alive ends (Expire). A keep-alive
+// ends at least a tick after the instance went idle, so the next expiry
+// read at each wake-up is never missed.
 func (d *Dispatcher) Run(ctx context.Context) {
-	t := time.NewTicker(d.cfg.Tick)
-	defer t.Stop()
+	next := d.cfg.Now().Add(d.cfg.Tick)
+	timer := time.NewTimer(d.cfg.Tick)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			d.Plan()
+		case <-timer.C:
 		}
+		if now := d.cfg.Now(); !now.Before(next) {
+			d.Plan()
+			next = next.Add(d.cfg.Tick * (1 + time.Duration(now.Sub(next)/d.cfg.Tick)))
+		} else {
+			d.Expire()
+		}
+		wake := next
+		if at, ok := d.NextExpiry(); ok && at.Before(wake) {
+			wake = at
+		}
+		timer.Reset(max(0, wake.Sub(d.cfg.Now())))
 	}
 }
 
@@ -81,13 +95,22 @@ func (d *Dispatcher) lockedPlanGroup(g *group, now time.Time) {
 	}
 	g.pol.Plan(now, g.views, g.decs)
 	for i, fn := range g.chain {
-		dec := g.decs[i]
-		d.lockedRetire(fn, dec.Retire, now)
-		add := max(dec.Add, fn.decl.MinScale-fn.liveCount())
 		fn.want = 0 // recomputed from this tick's decision
-		d.lockedScaleUp(fn, add, now)
-		d.lockedEnsureProgress(fn, now)
+		d.lockedApply(fn, g.decs[i], now)
 	}
+}
+
+// lockedApply carries out a decision for fn as policy.Apply says:
+// retirements first, then starts within the capacity. Arrivals pass
+// through it too, so a request is never stranded.
+func (d *Dispatcher) lockedApply(fn *function, dec policy.Decision, now time.Time) {
+	add, retire, err := policy.Apply(dec, fn.scale())
+	if err != nil {
+		d.cfg.Logger.Error("the policy returned a decision no driver can apply", "function", fn.decl.Name, "err", err)
+		return
+	}
+	d.lockedRetire(fn, retire, now)
+	d.lockedScaleUp(fn, add, now)
 }
 
 // lockedScaleUp starts up to n instances of fn within its maximum and the
@@ -143,40 +166,92 @@ func (d *Dispatcher) lockedGrant(now time.Time) {
 
 // lockedEnsureProgress starts an instance for a function with queued
 // requests and no instance at all, whatever the policy says, so no
-// request is stranded.
+// request is stranded (policy.Apply); not while capacity holds a start
+// back for it already.
 func (d *Dispatcher) lockedEnsureProgress(fn *function, now time.Time) {
-	if fn.queue.Len() > 0 && fn.liveCount() == 0 && fn.want == 0 {
-		d.lockedScaleUp(fn, 1, now)
+	if fn.want == 0 {
+		d.lockedApply(fn, policy.Decision{}, now)
 	}
 }
 
-// lockedRetire stops n idle instances of fn, the longest idle first,
-// keeping the function's minimum.
+// lockedRetire stops n idle instances of fn, in policy.RetiresBefore's
+// order; policy.Apply has kept the function's minimum.
 func (d *Dispatcher) lockedRetire(fn *function, n int, now time.Time) {
-	for ; n > 0 && fn.liveCount() > fn.decl.MinScale; n-- {
-		var oldest *instance
-		for _, in := range fn.ready {
-			if !in.draining && in.idle() && (oldest == nil || in.idleSince.Before(oldest.idleSince)) {
-				oldest = in
+	for ; n > 0; n-- {
+		in := fn.lockedOldestIdle(time.Time{}, false)
+		if in == nil {
+			return
+		}
+		d.lockedRetireOne(in, now)
+	}
+}
+
+// lockedReclaimIdle stops, oldest first, the instances of fn idle past the
+// idle timeout (or exactly their keep-alive, under an instance model that
+// fixes one), keeping the function's minimum.
+func (d *Dispatcher) lockedReclaimIdle(fn *function, now time.Time) {
+	d.lockedExpire(fn, now.Add(-d.cfg.IdleTimeout))
+	if fn.g.con.ExactExpiry() {
+		d.lockedExpire(fn, now.Add(-fn.g.con.KeepAlive(d.cfg.IdleTimeout)))
+	}
+}
+
+// lockedExpire stops, oldest first, the idle instances of fn idle since
+// limit or earlier, down to the function's minimum.
+func (d *Dispatcher) lockedExpire(fn *function, limit time.Time) {
+	for fn.liveCount() > fn.decl.MinScale {
+		in := fn.lockedOldestIdle(limit, true)
+		if in == nil {
+			return
+		}
+		d.lockedRetireOne(in, d.cfg.Now())
+	}
+}
+
+// Expire stops the idle instances whose keep-alive has ended, for the
+// policies whose instance model expires them exactly rather than at a
+// tick (policy.Contract.ExactExpiry); Run calls it at NextExpiry.
+func (d *Dispatcher) Expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.role == Follower {
+		return
+	}
+	now := d.cfg.Now()
+	for _, g := range d.groups {
+		if !g.con.ExactExpiry() {
+			continue
+		}
+		for _, fn := range g.chain {
+			d.lockedExpire(fn, now.Add(-g.con.KeepAlive(d.cfg.IdleTimeout)))
+		}
+	}
+	d.lockedGrant(now)
+}
+
+// NextExpiry is the earliest instant an idle instance's keep-alive ends,
+// for the policies that expire instances exactly.
+func (d *Dispatcher) NextExpiry() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var next time.Time
+	for _, g := range d.groups {
+		if !g.con.ExactExpiry() {
+			continue
+		}
+		keep := g.con.KeepAlive(d.cfg.IdleTimeout)
+		for _, fn := range g.chain {
+			if fn.liveCount() <= fn.decl.MinScale {
+				continue // at its minimum nothing of fn expires
+			}
+			for _, in := range fn.ready {
+				if at := in.idleSince.Add(keep); !in.draining && in.idle() && (next.IsZero() || at.Before(next)) {
+					next = at
+				}
 			}
 		}
-		if oldest == nil {
-			return
-		}
-		d.lockedRetireOne(oldest, now)
 	}
-}
-
-func (d *Dispatcher) lockedReclaimIdle(fn *function, now time.Time) {
-	limit := now.Add(-d.cfg.IdleTimeout)
-	for _, in := range slices.Clone(fn.ready) {
-		if fn.liveCount() <= fn.decl.MinScale {
-			return
-		}
-		if !in.draining && in.idle() && !in.idleSince.After(limit) {
-			d.lockedRetireOne(in, now)
-		}
-	}
+	return next, !next.IsZero()
 }
 
 // lockedView describes fn to the policy.
@@ -210,7 +285,8 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 	if !detailed {
 		return
 	}
-	for _, q := range fn.queue.Ordered(nil) {
+	d.viewBuf = fn.queue.OrderedFirst(d.viewBuf[:0], policy.ViewCap(d.cfg.Capacity))
+	for _, q := range d.viewBuf {
 		v.Queue = append(v.Queue, policy.Item{Size: q.Value.size, Exec: time.Duration(q.Pred),
 			Waited: time.Duration(d.nanos(now) - q.Enq)})
 	}
@@ -236,7 +312,7 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 		}
 	}
 	for _, at := range fn.startingAt {
-		left := max(0, fn.coldStart-now.Sub(at))
+		left := max(0, fn.coldStart.Value()-now.Sub(at))
 		for range fn.decl.Concurrency {
 			v.Free = append(v.Free, left)
 		}
@@ -244,71 +320,30 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 }
 
 // lockedMeasuredColdStart folds a measured cold start into fn's expected
-// one and tells the group's policy, when it takes it, the longest of its
-// functions'.
+// one (policy.ColdStartEstimate) and plans the group with the longest of
+// its functions', as the simulator does with the starts it makes.
 func (d *Dispatcher) lockedMeasuredColdStart(fn *function, c time.Duration) {
-	if c <= 0 {
-		return
-	}
-	if !fn.measured {
-		fn.coldStart, fn.measured = c, true
-	} else {
-		fn.coldStart = time.Duration(coldStartWeight*float64(c) + (1-coldStartWeight)*float64(fn.coldStart))
-	}
-	g := fn.g
-	var longest time.Duration
-	for _, f := range g.chain {
-		longest = max(longest, f.coldStart)
-	}
-	g.coldStart = longest
-	if s, ok := g.pol.(coldStartSetter); ok {
-		s.SetColdStart(longest)
-	}
+	fn.coldStart.Observe(c)
+	fn.g.con.SetColdStart(fn.g.coldStart())
 }
 
 // lockedLookAhead runs the Look-Ahead Scaler when a request reaches the
-// first function of a chain, so downstream instances start while the
-// request is still upstream rather than at the next tick. It needs the
-// policy's LookAhead hook and runs at most once per lookAheadGap.
+// first function of a chain (policy.Contract.LookAheadDue), so downstream
+// instances start while the request is still upstream rather than at the
+// next tick.
 func (d *Dispatcher) lockedLookAhead(fn *function, now time.Time) {
 	g := fn.g
-	la, ok := g.pol.(lookAheader)
-	if !ok || d.role == Follower || fn.idx != 0 || len(g.chain) < 2 || now.Sub(g.lookedAt) < lookAheadGap {
+	if d.role == Follower || !g.con.LookAheadDue(now, fn.idx, len(g.chain)) {
 		return
 	}
-	g.lookedAt = now
 	for i, f := range g.chain {
 		d.lockedView(f, &g.views[i], now)
 	}
-	clear(g.decs)
-	la.LookAhead(now, g.views, g.decs)
+	g.con.LookAhead(now, g.views, g.decs)
 	for i, f := range g.chain[1:] {
 		d.lockedScaleUp(f, g.decs[i+1].Add, now)
 	}
 }
-
-// The policy core's optional hooks, used when the policy has them.
-type (
-	// coldStartSetter takes the measured cold start, so new instances are
-	// planned with what starts really take rather than the declaration.
-	coldStartSetter interface{ SetColdStart(d time.Duration) }
-	// lookAheader runs the Look-Ahead Scaler alone: for every downstream
-	// function, the instances to start now for the requests upstream of
-	// it (out[f].Add), without the tick's other work.
-	lookAheader interface {
-		LookAhead(now time.Time, views []policy.View, out []policy.Decision)
-	}
-)
-
-// coldStartWeight is the newest measurement's weight in a function's
-// expected cold start.
-const coldStartWeight = 0.3
-
-// lookAheadGap bounds how often arrivals at a chain's head run the
-// Look-Ahead Scaler: it builds every function's view, so at thousands of
-// arrivals a second it runs at most once per gap, and the tick covers the
-// rest.
-const lookAheadGap = 5 * time.Millisecond
 
 // Scale sets a function's instances to n now, as OpenFaaS's scale-function
 // does; the autoscaler goes on deciding from there.
