@@ -58,7 +58,9 @@ type scriptReq struct {
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newScripted(t *testing.T) *scripted { return &scripted{t: t, fnIdx: map[string]int{}, ord: map[string]int{}} }
+func newScripted(t *testing.T) *scripted {
+	return &scripted{t: t, fnIdx: map[string]int{}, ord: map[string]int{}}
+}
 
 func (s *scripted) Name() string { return "live" }
 
