@@ -188,8 +188,8 @@ func (c *core) initTruthPool() {
 }
 
 func (c *core) Name() string { return c.name }
-func (c *core) Order() Order  { return c.p.order }
-func (c *core) Caps() Caps    { return c.p.caps() }
+func (c *core) Order() Order { return c.p.order }
+func (c *core) Caps() Caps   { return c.p.caps() }
 
 // Estimate predicts a request's execution time at fn: the profiled model
 // (scaled to the packing quantile), else the observed mean, else the

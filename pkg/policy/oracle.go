@@ -44,8 +44,8 @@ func newOracle(spec Spec) (*oracle, error) {
 }
 
 func (*oracle) Name() string { return "oracle" }
-func (*oracle) Order() Order  { return LeastSlack }
-func (*oracle) Caps() Caps    { return oracleCaps }
+func (*oracle) Order() Order { return LeastSlack }
+func (*oracle) Caps() Caps   { return oracleCaps }
 
 // Estimate is the true mean execution time when the driver gave it.
 func (o *oracle) Estimate(fn int, size float64) time.Duration {
