@@ -4,21 +4,18 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"gantry.dev/gantry/pkg/e2etest"
 )
 
 // The smoke end-to-end tests: real kube-apiserver, kube-scheduler and
 // kube-controller-manager, with kwok as the kubelets.
-
-const smokeTimeout = time.Minute
 
 func TestBarePodBoundToAKwokNodeRuns(t *testing.T) {
 	client, ns := newTestNamespace(t, Shared(t))
@@ -32,7 +29,7 @@ func TestBarePodBoundToAKwokNodeRuns(t *testing.T) {
 	if _, err := client.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod bare Running and Ready", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "pod bare Running and Ready", func(ctx context.Context) (bool, error) {
 		p, err := client.CoreV1().Pods(ns).Get(ctx, "bare", metav1.GetOptions{})
 		return err == nil && podRunningAndReady(p), err
 	})
@@ -55,7 +52,7 @@ func TestDeploymentPodsAreScheduledAndRunThroughTheRealControllers(t *testing.T)
 	if _, err := client.AppsV1().Deployments(ns).Create(t.Context(), dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "3 ready replicas", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "3 ready replicas", func(ctx context.Context) (bool, error) {
 		d, err := client.AppsV1().Deployments(ns).Get(ctx, "smoke", metav1.GetOptions{})
 		return err == nil && d.Status.ReadyReplicas == 3, err
 	})
@@ -75,22 +72,7 @@ func TestDeploymentPodsAreScheduledAndRunThroughTheRealControllers(t *testing.T)
 func newTestNamespace(t *testing.T, c *Cluster) (kubernetes.Interface, string) {
 	t.Helper()
 	client := kubernetes.NewForConfigOrDie(c.RESTConfig())
-	ns, err := client.CoreV1().Namespaces().Create(t.Context(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	eventually(t, "service account default in "+ns.Name, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	return client, ns.Name
+	return client, e2etest.Namespace(t, client)
 }
 
 func podRunningAndReady(p *corev1.Pod) bool {
@@ -103,20 +85,4 @@ func podRunningAndReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// eventually polls cond every 100 ms for up to a minute. A cond error is
-// retried, and reported if the wait times out.
-func eventually(t *testing.T, what string, cond func(context.Context) (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, smokeTimeout, true,
-		func(ctx context.Context) (bool, error) {
-			ok, err := cond(ctx)
-			last = err
-			return ok, nil
-		})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
 }

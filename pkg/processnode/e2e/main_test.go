@@ -23,13 +23,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"gantry.dev/gantry/config/crd"
 	"gantry.dev/gantry/internal/cli"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
@@ -141,39 +141,7 @@ func setup(t *testing.T) *env {
 			t.Skipf("process node %s has loopback pod addresses (%s), which EndpointSlices refuse: this process may not add a local route for 198.18.0.0/15 (needs CAP_NET_ADMIN and iproute2)", n.Name(), n.Addresses())
 		}
 	}
-	e := &env{cfg: cfg, kube: kc, dyn: dyn,
-		ns: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))}
-	if len(e.ns) > 40 {
-		e.ns = e.ns[:40]
-	}
-	e.ns = strings.TrimRight(e.ns, "-") + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
-	if _, err := kc.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kc.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}) })
-	e.eventually(t, "the default service account", func(ctx context.Context) (bool, error) {
-		_, err := kc.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
-	return e
-}
-
-// eventually polls cond until it holds. The timeout turns a hang into a
-// failure; it is not what the test asserts.
-func (e *env) eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var last error
-	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		last = err
-		return ok && err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
+	return &env{cfg: cfg, kube: kc, dyn: dyn, ns: e2etest.Namespace(t, kc)}
 }
 
 // readyPods lists the pods matching selector that are Ready and not being

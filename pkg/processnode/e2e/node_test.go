@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
@@ -67,7 +68,7 @@ func TestDeploymentPodsServeBehindTheEndpointSliceController(t *testing.T) {
 	}
 
 	var pods []corev1.Pod
-	e.eventually(t, "two ready pods", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "two ready pods", func(ctx context.Context) (bool, error) {
 		var err error
 		pods, err = e.readyPods(ctx, "app=echo")
 		return len(pods) == 2, err
@@ -90,7 +91,7 @@ func TestDeploymentPodsServeBehindTheEndpointSliceController(t *testing.T) {
 	}
 
 	// The EndpointSlice controller publishes both, ready, at their addresses.
-	e.eventually(t, "the EndpointSlice with both pods ready", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the EndpointSlice with both pods ready", func(ctx context.Context) (bool, error) {
 		ready, err := e.readyEndpoints(ctx, "echo")
 		return slices.Equal(ready, sortedKeys(ips)), err
 	})
@@ -117,7 +118,7 @@ func TestDeploymentPodsServeBehindTheEndpointSliceController(t *testing.T) {
 	if err := e.kube.CoreV1().Pods(e.ns).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(t, "the deleted pod gone", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the deleted pod gone", func(ctx context.Context) (bool, error) {
 		_, err := e.kube.CoreV1().Pods(e.ns).Get(ctx, victim.Name, metav1.GetOptions{})
 		return err != nil, nil
 	})
@@ -127,7 +128,7 @@ func TestDeploymentPodsServeBehindTheEndpointSliceController(t *testing.T) {
 	if alive(vpid) {
 		t.Errorf("the deleted pod's process %d is alive", vpid)
 	}
-	e.eventually(t, "the replacement ready and the victim's endpoint gone", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the replacement ready and the victim's endpoint gone", func(ctx context.Context) (bool, error) {
 		ready, err := e.readyEndpoints(ctx, "echo")
 		if err != nil || len(ready) != 2 {
 			return false, err

@@ -17,6 +17,7 @@ import (
 
 	"gantry.dev/gantry/pkg/backend/kube"
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/gateway"
 	"gantry.dev/gantry/pkg/stack"
 )
@@ -64,7 +65,7 @@ func TestGatewayRestartUnderLoad(t *testing.T) {
 		t.Fatalf("first request: %d %q %v", code, body, err)
 	}
 	var before []types.UID
-	e.eventually(t, "the two minimum pods ready", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the two minimum pods ready", func(ctx context.Context) (bool, error) {
 		pods, err := e.readyPods(ctx, kube.LabelFunction+"=echo")
 		before = before[:0]
 		for _, p := range pods {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
@@ -95,7 +96,7 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.stopGateways(t) })
-	e.eventually(t, "two ready gateway replicas and a leader", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "two ready gateway replicas and a leader", func(ctx context.Context) (bool, error) {
 		eps, err := e.readyEndpoints(ctx, "gateway")
 		return len(eps) == 2 && e.leader(ctx) != "", err
 	})
@@ -172,12 +173,12 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 	if err := e.kube.CoreV1().Pods(e.ns).Delete(ctx, leader, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(t, "a new leader", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "a new leader", func(ctx context.Context) (bool, error) {
 		l := e.leader(ctx)
 		return l != "" && l != leader, nil
 	})
 	t.Logf("new leader: %s", e.leader(ctx))
-	e.eventually(t, "two ready replicas again", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "two ready replicas again", func(ctx context.Context) (bool, error) {
 		eps, err := e.readyEndpoints(ctx, "gateway")
 		return len(eps) == 2, err
 	})
@@ -258,7 +259,7 @@ func (e *env) asGatewayServiceAccount(t *testing.T, dir string) string {
 	}
 	user := "system:serviceaccount:" + e.ns + ":" + sa.Name
 	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + e.ns, "system:authenticated"}
-	e.eventually(t, "RBAC to let the gateway take its Lease", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "RBAC to let the gateway take its Lease", func(ctx context.Context) (bool, error) {
 		r, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "create", Namespace: e.ns}}},
@@ -325,7 +326,7 @@ func (e *env) stopGateways(t *testing.T) {
 		t.Errorf("scale the gateways down: %v", err)
 		return
 	}
-	e.eventually(t, "the gateway pods gone", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the gateway pods gone", func(ctx context.Context) (bool, error) {
 		pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
 		return err == nil && len(pods.Items) == 0, nil
 	})

@@ -22,6 +22,7 @@ import (
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 	"gantry.dev/gantry/pkg/backend/kube"
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/gateway"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/stack"
@@ -220,7 +221,7 @@ func TestServeThroughKubernetes(t *testing.T) {
 			}
 		}
 	})
-	e.eventually(t, "the RTResource back at 1 replica with one pod", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the RTResource back at 1 replica with one pod", func(ctx context.Context) (bool, error) {
 		rt, err := e.dyn.Resource(rtGVR).Namespace(e.ns).Get(ctx, "echo", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -241,7 +242,7 @@ func TestServeThroughKubernetes(t *testing.T) {
 	// processes go.
 	closing := time.Now()
 	shutdown()
-	e.eventually(t, "every pod of the function gone", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "every pod of the function gone", func(ctx context.Context) (bool, error) {
 		list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelFunction + "=echo"})
 		return err == nil && len(list.Items) == 0, err
 	})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/e2etest"
 )
 
 // maxCriticalityLabel is the namespace label the shipped admission policy
@@ -33,7 +34,7 @@ func TestNamespaceLabelBoundsCriticality(t *testing.T) {
 	wantAllowed(t, e.tryCreate(e.newRT("zero", 0, 0), true), "criticality 0 without the label")
 
 	e.labelNamespace(t, "10")
-	e.eventually(t, "the namespace label to reach admission", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the namespace label to reach admission", func(ctx context.Context) (bool, error) {
 		return e.tryCreate(e.newRT("probe", 0, 10), true) == nil, nil
 	})
 	e.create(t, e.newRT("ten", 0, 10))
@@ -55,7 +56,7 @@ func TestNamespaceLabelBoundsCriticality(t *testing.T) {
 	// ...but an object above a lowered bound keeps working: Knative scales
 	// it by patching spec.replicas.
 	e.labelNamespace(t, "5")
-	e.eventually(t, "the lowered label to reach admission", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the lowered label to reach admission", func(ctx context.Context) (bool, error) {
 		return apierrors.IsForbidden(e.tryCreate(e.newRT("probe", 0, 6), true)), nil
 	})
 	wantAllowed(t, e.patchRT("ten", `{"spec":{"replicas":1}}`), "scaling an object created under the old bound")
@@ -117,7 +118,7 @@ func (e *env) enforceMaxCriticality(t *testing.T) {
 	if !kinds["ValidatingAdmissionPolicy"] || !kinds["ValidatingAdmissionPolicyBinding"] {
 		t.Fatalf("config/admission renders %v, want the policy and its binding", kinds)
 	}
-	e.eventually(t, "the admission policy to be enforced", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the admission policy to be enforced", func(ctx context.Context) (bool, error) {
 		return apierrors.IsForbidden(e.tryCreate(e.probe(), true)), nil
 	})
 }
@@ -138,7 +139,7 @@ func (e *env) removeMaxCriticality(t *testing.T) {
 			t.Fatalf("delete %s: %v", r, err)
 		}
 	}
-	e.eventually(t, "the admission policy to stop being enforced", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the admission policy to stop being enforced", func(ctx context.Context) (bool, error) {
 		return e.tryCreate(e.probe(), true) == nil, nil
 	})
 }

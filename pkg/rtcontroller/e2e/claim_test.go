@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/e2etest"
 )
 
 // Removing the owner label from a pod must not hide it from the controller:
@@ -39,7 +40,7 @@ func TestPodThatStopsMatchingTheSelectorIsReleasedAndReplaced(t *testing.T) {
 	e.waitReady(t, "stray", 2)
 	pod := e.anyOwnedPod(t, rt)
 	e.patchPod(t, pod.Name, `[{"op":"replace","path":"/metadata/labels/app","value":"debug"}]`)
-	e.eventually(t, "the stray pod to be released", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the stray pod to be released", func(ctx context.Context) (bool, error) {
 		p, err := e.kube.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

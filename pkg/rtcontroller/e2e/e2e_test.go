@@ -3,12 +3,12 @@ package e2e
 import (
 	"context"
 	"errors"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/rtqueue"
 )
@@ -53,7 +54,7 @@ func TestCreateReachesRunningAndReady(t *testing.T) {
 			t.Errorf("pod %s: generateName %q controllerRef %+v, want web- and a blocking controller reference", p.Name, p.GenerateName, ref)
 		}
 	}
-	e.eventually(t, "a SuccessfulCreate event", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "a SuccessfulCreate event", func(ctx context.Context) (bool, error) {
 		evs, err := e.kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -76,7 +77,7 @@ func TestRejectedPodCreateIsReportedAsEventAndReplicaFailure(t *testing.T) {
 	rt := e.newRT("broken", 1, 10)
 	rt.Spec.Template.Spec.Containers[0].Name = "Not_A_DNS_Label"
 	created := e.create(t, rt)
-	e.eventually(t, "a FailedCreate event", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "a FailedCreate event", func(ctx context.Context) (bool, error) {
 		evs, err := e.kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -92,7 +93,7 @@ func TestRejectedPodCreateIsReportedAsEventAndReplicaFailure(t *testing.T) {
 		t.Fatalf("status %+v: Ready with no pod", got.Status)
 	}
 	// The status says why, as a ReplicaSet's does.
-	e.eventually(t, "ReplicaFailure=True (FailedCreate) in the status", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "ReplicaFailure=True (FailedCreate) in the status", func(ctx context.Context) (bool, error) {
 		got, err := e.rts.Namespace(e.ns).Get(ctx, "broken", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -174,7 +175,7 @@ func (e *env) onePod(t *testing.T, rt *gantryv1.RTResource) corev1.Pod {
 // to n ready pods.
 func (e *env) waitReplaced(t *testing.T, rt *gantryv1.RTResource, gone types.UID, n int) {
 	t.Helper()
-	e.eventually(t, "the pod to be replaced", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the pod to be replaced", func(ctx context.Context) (bool, error) {
 		pods, err := e.ownedPods(ctx, rt)
 		if err != nil {
 			return false, err
@@ -240,7 +241,7 @@ func TestRestartMidwayConvergesWithoutDuplicatePods(t *testing.T) {
 	e := setup(t)
 	first := e.startController(t, ctrlOpts{qps: 4, burst: 1}) // slow, so the restart lands mid-way
 	rt := e.create(t, e.newRT("big", 20, 50))
-	e.eventually(t, "the first pods", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the first pods", func(ctx context.Context) (bool, error) {
 		pods, err := e.ownedPods(ctx, rt)
 		return len(pods) >= 3, err
 	})
@@ -292,7 +293,7 @@ func TestLeaderElectionOneActiveAndFailoverUnder15s(t *testing.T) {
 		}
 		return who
 	}
-	e.eventually(t, "a leader", func(context.Context) (bool, error) { return leader() >= 0, nil })
+	e2etest.Eventually(t, "a leader", func(context.Context) (bool, error) { return leader() >= 0, nil })
 	old := leader()
 	e.create(t, e.newRT("ha", 1, 60))
 	e.waitReady(t, "ha", 1)
@@ -300,7 +301,7 @@ func TestLeaderElectionOneActiveAndFailoverUnder15s(t *testing.T) {
 	// A crash: the leader stops renewing without releasing its lease.
 	crashed := time.Now()
 	replicas[old].stop(t)
-	e.eventually(t, "the standby to take over", func(context.Context) (bool, error) { return leader() == 1-old, nil })
+	e2etest.Eventually(t, "the standby to take over", func(context.Context) (bool, error) { return leader() == 1-old, nil })
 	if took := time.Since(crashed); took >= 15*time.Second {
 		t.Fatalf("failover took %v, want under 15s", took)
 	} else {

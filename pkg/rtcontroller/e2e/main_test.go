@@ -3,17 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,6 +18,7 @@ import (
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 	"gantry.dev/gantry/config/crd"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/rtqueue"
@@ -72,56 +70,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{cfg: cfg, kube: kube, rts: rts, ns: namespaceFor(t)}
-	e.createNamespace(t)
-	return e
-}
-
-func namespaceFor(t *testing.T) string {
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	return strings.TrimRight(name, "-") + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
-}
-
-// createNamespace makes the test's namespace and waits for its default
-// service account, without which the ServiceAccount admission plugin
-// rejects pods.
-func (e *env) createNamespace(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
-	})
-	e.eventually(t, "default service account", func(ctx context.Context) (bool, error) {
-		_, err := e.kube.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
-}
-
-// eventually polls cond until it holds. The timeout turns a hang into a
-// failure; it is not what the test asserts.
-func (e *env) eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	var last error
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
+	return &env{cfg: cfg, kube: kube, rts: rts, ns: e2etest.Namespace(t, kube)}
 }
 
 type ctrlOpts struct {
@@ -279,7 +228,7 @@ func isRunningReady(p *corev1.Pod) bool {
 func (e *env) waitReady(t *testing.T, name string, n int) *gantryv1.RTResource {
 	t.Helper()
 	var rt *gantryv1.RTResource
-	e.eventually(t, fmt.Sprintf("%s to have %d ready pods", name, n), func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, fmt.Sprintf("%s to have %d ready pods", name, n), func(ctx context.Context) (bool, error) {
 		var err error
 		rt, err = e.rts.Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/rtqueue"
 )
@@ -87,7 +88,7 @@ func orderRun(t *testing.T, queue string) (jumpedBy, queued int) {
 	// into it (a work queue holds a key once) and take its earlier place.
 	// Start the churn from an idle queue, as the scale-up of a settled
 	// service does.
-	e.eventually(t, "the controller to go idle", func(context.Context) (bool, error) {
+	e2etest.Eventually(t, "the controller to go idle", func(context.Context) (bool, error) {
 		if r.engine.Queue().Len() != 0 {
 			return false, nil
 		}
@@ -100,14 +101,14 @@ func orderRun(t *testing.T, queue string) (jumpedBy, queued int) {
 	for i := range lows {
 		e.create(t, e.newRT(fmt.Sprintf("low-%02d", i), 1, 1))
 	}
-	e.eventually(t, "the churn to be under way", func(context.Context) (bool, error) {
+	e2etest.Eventually(t, "the churn to be under way", func(context.Context) (bool, error) {
 		_, ok := m.get("low-01", 1)
 		return ok, nil
 	})
 	scaled := e.scaleTo(t, crit.Name, 1)
 	scaledRV, _ := strconv.ParseUint(scaled.ResourceVersion, 10, 64)
 	e.waitReady(t, "critical", 1)
-	e.eventually(t, "every low-criticality object to start processing", func(context.Context) (bool, error) {
+	e2etest.Eventually(t, "every low-criticality object to start processing", func(context.Context) (bool, error) {
 		for i := range lows {
 			if _, ok := m.get(fmt.Sprintf("low-%02d", i), 1); !ok {
 				return false, nil

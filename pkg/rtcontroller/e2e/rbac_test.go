@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/rtqueue"
 )
@@ -182,7 +183,7 @@ func (e *env) grantedByShippedRBAC(t *testing.T) map[permission]bool {
 func (e *env) waitAllowed(t *testing.T, p permission, ns string) {
 	t.Helper()
 	res, sub, _ := strings.Cut(p.resource, "/")
-	e.eventually(t, "RBAC to allow "+p.String(), func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "RBAC to allow "+p.String(), func(ctx context.Context) (bool, error) {
 		r, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: controllerSA, Groups: controllerSAGroups,
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: p.group, Resource: res, Subresource: sub, Verb: p.verb, Namespace: ns}}},
@@ -241,7 +242,7 @@ func TestShippedRBACGrantsExactlyTheCallsTheControllerMakes(t *testing.T) {
 
 	pod := e.anyOwnedPod(t, rt)
 	e.patchPod(t, pod.Name, `[{"op":"replace","path":"/metadata/labels/app","value":"debug"}]`)
-	e.eventually(t, "the relabelled pod to be released", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the relabelled pod to be released", func(ctx context.Context) (bool, error) {
 		p, err := e.kube.CoreV1().Pods(e.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && metav1.GetControllerOf(p) == nil, err
 	})
@@ -250,7 +251,7 @@ func TestShippedRBACGrantsExactlyTheCallsTheControllerMakes(t *testing.T) {
 	if err := e.rts.Namespace(e.ns).Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(t, "the pods to be orphaned", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the pods to be orphaned", func(ctx context.Context) (bool, error) {
 		pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

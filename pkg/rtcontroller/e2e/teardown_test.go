@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/e2etest"
 )
 
 // This test lives in the last file on purpose: kube-controller-manager's
@@ -23,7 +24,7 @@ func TestDeletingRTResourceGarbageCollectsPods(t *testing.T) {
 	if err := e.rts.Namespace(e.ns).Delete(context.Background(), "tmp", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(t, "the garbage collector to delete the pods", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the garbage collector to delete the pods", func(ctx context.Context) (bool, error) {
 		pods, err := e.ownedPods(ctx, rt)
 		return len(pods) == 0, err
 	})
@@ -43,7 +44,7 @@ func TestRecreatedRTResourceAdoptsPodsOrphanedByItsPredecessor(t *testing.T) {
 	if err := e.rts.Namespace(e.ns).Delete(ctx, "keep", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(t, "the pods to be orphaned", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the pods to be orphaned", func(ctx context.Context) (bool, error) {
 		pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

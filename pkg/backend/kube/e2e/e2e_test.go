@@ -18,6 +18,7 @@ import (
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 	"gantry.dev/gantry/pkg/backend/kube"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/stack"
 )
@@ -124,7 +125,7 @@ func names(pods []corev1.Pod) []string {
 // waitEvents waits until rec holds n events of kind.
 func (e *env) waitEvents(t *testing.T, rec *recorder, kind string, n int) []recorded {
 	t.Helper()
-	e.eventually(t, "events", func(context.Context) (bool, error) {
+	e2etest.Eventually(t, "events", func(context.Context) (bool, error) {
 		if got := len(rec.of(kind)); got > n {
 			t.Fatalf("%d %s events, want %d: %v", got, kind, n, rec)
 		}
@@ -173,7 +174,7 @@ func TestRTResourceFollowsDecisionsAndEndpointSlices(t *testing.T) {
 	}
 
 	b.Start("resize", 2)
-	e.eventually(t, "spec.replicas 2 with the criticality in effect", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "spec.replicas 2 with the criticality in effect", func(ctx context.Context) (bool, error) {
 		st, err := e.rt(ctx, "resize")
 		return st.replicas == 2 && st.criticality == 70 && st.statusCriticality == 70, err
 	})
@@ -188,7 +189,7 @@ func TestRTResourceFollowsDecisionsAndEndpointSlices(t *testing.T) {
 	victim, keep := ready[0].inst, ready[1].inst
 	keepUID := pods[keep.ID].UID
 	b.Stop(victim)
-	e.eventually(t, "spec.replicas 1", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "spec.replicas 1", func(ctx context.Context) (bool, error) {
 		st, err := e.rt(ctx, "resize")
 		return st.replicas == 1, err
 	})
@@ -196,7 +197,7 @@ func TestRTResourceFollowsDecisionsAndEndpointSlices(t *testing.T) {
 	if exited[0].inst.ID != victim.ID || exited[0].err != nil {
 		t.Errorf("exit %+v err %v, want the stopped instance %s, cleanly", exited[0].inst, exited[0].err, victim.ID)
 	}
-	e.eventually(t, "only the kept pod left", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "only the kept pod left", func(ctx context.Context) (bool, error) {
 		live, err := e.livePods(ctx, "resize")
 		if err != nil {
 			return false, err
@@ -226,7 +227,7 @@ func TestStartWithoutEndpointFailsAndGivesTheReplicaBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Start("lonely", 1)
-	e.eventually(t, "spec.replicas 1", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "spec.replicas 1", func(ctx context.Context) (bool, error) {
 		st, err := e.rt(ctx, "lonely")
 		return st.replicas == 1, err
 	})
@@ -234,7 +235,7 @@ func TestStartWithoutEndpointFailsAndGivesTheReplicaBack(t *testing.T) {
 	if !errors.Is(failed[0].err, kube.ErrStartTimeout) || failed[0].fn != "lonely" {
 		t.Errorf("failure %s: %v, want ErrStartTimeout", failed[0].fn, failed[0].err)
 	}
-	e.eventually(t, "spec.replicas back to 0", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "spec.replicas back to 0", func(ctx context.Context) (bool, error) {
 		st, err := e.rt(ctx, "lonely")
 		return st.replicas == 0, err
 	})
@@ -268,7 +269,7 @@ func TestDeploymentKindStopRemovesThatPod(t *testing.T) {
 	// newest by creationTimestamp: the one a scale-down takes by default.
 	time.Sleep(1100 * time.Millisecond)
 	b.Start("web", 1)
-	e.eventually(t, "spec.replicas 3", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "spec.replicas 3", func(ctx context.Context) (bool, error) {
 		d, err := deps.Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && *d.Spec.Replicas == 3, err
 	})
@@ -277,7 +278,7 @@ func TestDeploymentKindStopRemovesThatPod(t *testing.T) {
 
 	victim := older[0].inst
 	b.Stop(victim)
-	e.eventually(t, "spec.replicas 2", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "spec.replicas 2", func(ctx context.Context) (bool, error) {
 		d, err := deps.Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && *d.Spec.Replicas == 2, err
 	})
@@ -292,7 +293,7 @@ func TestDeploymentKindStopRemovesThatPod(t *testing.T) {
 		}
 	}
 	slices.Sort(want)
-	e.eventually(t, "the other two pods kept", func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the other two pods kept", func(ctx context.Context) (bool, error) {
 		live, err := e.livePods(ctx, "web")
 		if err != nil || !slices.Equal(names(live), want) {
 			return false, err

@@ -11,15 +11,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,6 +23,7 @@ import (
 	"gantry.dev/gantry/config/crd"
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/backend/kube"
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
@@ -74,49 +71,7 @@ func setup(t *testing.T) *env {
 	if crdOnce.err != nil {
 		t.Fatalf("install CRD: %v", crdOnce.err)
 	}
-	e := &env{cfg: cfg, kube: kc, dyn: dyn, ns: namespaceFor(t)}
-	e.createNamespace(t)
-	return e
-}
-
-func namespaceFor(t *testing.T) string {
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	return strings.TrimRight(name, "-") + "-" + strconv.FormatInt(time.Now().UnixNano()%100000, 10)
-}
-
-// createNamespace makes the test's namespace and waits for its default
-// service account, without which pods are rejected.
-func (e *env) createNamespace(t *testing.T) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}
-	if _, err := e.kube.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = e.kube.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{}) })
-	e.eventually(t, "the default service account", func(ctx context.Context) (bool, error) {
-		_, err := e.kube.CoreV1().ServiceAccounts(e.ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
-}
-
-// eventually polls cond until it holds. The timeout turns a hang into a
-// failure; it is not what the test asserts.
-func (e *env) eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	var last error
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		last = err
-		return ok && err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
+	return &env{cfg: cfg, kube: kc, dyn: dyn, ns: e2etest.Namespace(t, kc)}
 }
 
 // newBackend connects a backend to the test's namespace and closes it,
