@@ -121,9 +121,9 @@ func simLiveFlags(cmd *cobra.Command, cc *liverun.CompareConfig) {
 	fs.IntVar(&cc.Capacity, "capacity", liverun.DefaultCompareCapacity, "most instances at once on both sides (0: none; the simulator's cluster then has 288 cores)")
 	fs.IntVar(&cc.Runs, "runs", 1, "live runs to average, with seeds seed, seed+1, ...")
 	fs.IntVar(&cc.SimSeeds, "sim-seeds", liverun.DefaultSimSeeds, "seeds, from --seed on, of the simulator's expectation and spread (rounded up to a multiple of --runs)")
-	fs.DurationVar(&cc.Tick, "tick", liverun.DefaultTick, "autoscaler tick on both sides")
-	fs.DurationVar(&cc.Window, "window", liverun.DefaultWindow, "proactive window on both sides")
-	fs.DurationVar(&cc.IdleTimeout, "idle-timeout", liverun.DefaultIdleTimeout, "idle instances stop after this on both sides")
+	fs.DurationVar(&cc.Tick, "tick", policy.DefaultTick, "autoscaler tick on both sides")
+	fs.DurationVar(&cc.Window, "window", policy.DefaultWindow, "proactive window on both sides")
+	fs.DurationVar(&cc.IdleTimeout, "idle-timeout", policy.DefaultIdleTimeout, "idle instances stop after this on both sides")
 }
 
 // namedLivePolicies is policy.Names() without the oracle.

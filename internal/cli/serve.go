@@ -42,19 +42,19 @@ func (f *platformFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.policy, "policy", "gantry", fmt.Sprintf("policy of the core that scales and orders queues: one of %v", policy.Names()))
 	fs.IntVar(&f.capacity, "capacity", 0, "most instances of all functions together (0: no bound); when full, critical functions take capacity from less critical ones")
 	fs.DurationVar(&f.startDelay, "start-delay", 0, "added before each instance starts, to emulate a container's start-up (e.g. 1.5s as in the Cypress paper)")
-	fs.DurationVar(&f.tick, "tick", 250*time.Millisecond, "how often the autoscaler plans")
-	fs.DurationVar(&f.window, "window", 10*time.Second, "the proactive scaler's window")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "stop instances idle this long beyond a function's minimum")
+	fs.DurationVar(&f.tick, "tick", policy.DefaultTick, "how often the autoscaler plans (the simulator's default too)")
+	fs.DurationVar(&f.window, "window", policy.DefaultWindow, "the proactive scaler's window")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", policy.DefaultIdleTimeout, "stop instances idle this long beyond a function's minimum (the simulator's default too)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBody, "largest request or response body in bytes (413 past it)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long accepted requests may take to finish")
 	fs.BoolVar(&f.instanceLogs, "instance-logs", false, "copy the instances' stdout and stderr to stderr, prefixed with the instance")
 }
 
 func (f *platformFlags) validate() error {
-	known := append(policy.Names(), policy.Ablations()...)
+	if err := dispatch.CheckPolicy(f.policy); err != nil {
+		return usagef("--policy: %v", err)
+	}
 	switch {
-	case !contains(known, f.policy):
-		return usagef("--policy %q is not one of %v", f.policy, policy.Names())
 	case f.capacity < 0 || f.capacity > stack.MaxInstances*10:
 		return usagef("--capacity must be in [0, %d], got %d", stack.MaxInstances*10, f.capacity)
 	case f.startDelay < 0 || f.startDelay > 10*time.Minute:

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gantry.dev/gantry/pkg/liverun"
+	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/trace"
 	"gantry.dev/gantry/pkg/workload"
@@ -81,8 +82,8 @@ spawned and live, latency percentiles and every error, under the chosen policy.`
 
 func validateUp(cfg *liverun.Config, _ string) error {
 	switch {
-	case !contains(append(policy.Names(), policy.Ablations()...), cfg.Policy):
-		return usagef("--policy %q is not one of %v", cfg.Policy, policy.Names())
+	case dispatch.CheckPolicy(cfg.Policy) != nil:
+		return usagef("--policy: %v", dispatch.CheckPolicy(cfg.Policy))
 	case !contains(workload.Names(), cfg.App):
 		return usagef("--app %q is not one of %v", cfg.App, workload.Names())
 	case !contains(trace.Names(), cfg.Trace):

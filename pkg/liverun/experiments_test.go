@@ -34,7 +34,7 @@ func experimentConfig(b *testing.B, policyName string, cold time.Duration, seed 
 		b.Fatal(err)
 	}
 	return sim.Config{App: app, Dist: dist, Trace: tr, Policy: policyName, Seed: seed, ColdStart: cold,
-		Tick: DefaultTick, Window: DefaultWindow, IdleTimeout: DefaultIdleTimeout, ColdBoot: coldBoot}
+		Tick: policy.DefaultTick, Window: policy.DefaultWindow, IdleTimeout: policy.DefaultIdleTimeout, ColdBoot: coldBoot}
 }
 
 // seedMeans runs 40 seeds and returns the mean and coefficient of
@@ -104,7 +104,7 @@ func BenchmarkPanicAfterStall(b *testing.B) {
 	slos := sim.FunctionSLOs(app)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	spec := policy.Spec{App: app.Name, AppSLO: app.SLO, MinSize: app.MinSize, MaxSize: app.MaxSize,
-		ColdStart: 1600 * time.Millisecond, Window: DefaultWindow, Start: start, Seed: 1}
+		ColdStart: 1600 * time.Millisecond, Window: policy.DefaultWindow, Start: start, Seed: 1}
 	for i, f := range app.Chain {
 		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: f.Name, SLO: slos[i], SizeSensitive: f.SizeSensitive})
 	}

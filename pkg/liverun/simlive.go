@@ -27,14 +27,6 @@ import (
 	"gantry.dev/gantry/pkg/workload"
 )
 
-// The dispatcher's defaults, which a comparison passes explicitly to both
-// drivers so that they are equal by construction.
-const (
-	DefaultTick        = 250 * time.Millisecond
-	DefaultWindow      = 10 * time.Second
-	DefaultIdleTimeout = time.Minute
-)
-
 // The rule a comparison is judged by (Judge): the live platform, its mean
 // over the live runs, agrees with the simulator's expectation, its mean
 // over SimSeeds seeds, when mean live instances are within
@@ -282,9 +274,11 @@ func (c *CompareConfig) prepare() error {
 	c.Replay = true
 	// Both sides cold-boot: see docs/platform.md, "Simulator against live".
 	c.Warmup = -1
-	c.Tick = orDefault(c.Tick, DefaultTick)
-	c.Window = orDefault(c.Window, DefaultWindow)
-	c.IdleTimeout = orDefault(c.IdleTimeout, DefaultIdleTimeout)
+	// The core's defaults, passed explicitly to both drivers so that they
+	// are equal by construction.
+	c.Tick = orDefault(c.Tick, policy.DefaultTick)
+	c.Window = orDefault(c.Window, policy.DefaultWindow)
+	c.IdleTimeout = orDefault(c.IdleTimeout, policy.DefaultIdleTimeout)
 	c.Runs = max(c.Runs, 1)
 	if c.SimSeeds == 0 {
 		c.SimSeeds = DefaultSimSeeds

@@ -20,7 +20,7 @@ import (
 func TestSimLiveSimulateHoldsTheCapacity(t *testing.T) {
 	app := mustApp(t, "sentiment-analysis")
 	cfg := Config{App: app.Name, Policy: "atoll", Trace: "poisson", Dist: "uniform", Rate: 40, Duration: 20 * time.Second,
-		Seed: 3, Capacity: 4, Tick: DefaultTick, Window: DefaultWindow, IdleTimeout: DefaultIdleTimeout}
+		Seed: 3, Capacity: 4, Tick: policy.DefaultTick, Window: policy.DefaultWindow, IdleTimeout: policy.DefaultIdleTimeout}
 	res, err := simulate(cfg, app, time.Second, 3, 3)
 	if err != nil {
 		t.Fatal(err)
