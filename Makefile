@@ -82,12 +82,13 @@ bench-simlive: build
 # 32 cells, over 4 hours on 2 cores; not run by CI (make test). A failed
 # cell is a row of the summary and fails the target after the summary; an
 # interrupt stops the current cell cleanly and ends the target.
-# Set SIMLIVE_POLICIES, SIMLIVE_APPS, SIMLIVE_TRACES or SIMLIVE_RUNS to run
-# part of it.
+# Set SIMLIVE_POLICIES, SIMLIVE_APPS, SIMLIVE_TRACES, SIMLIVE_RUNS or
+# SIMLIVE_DURATION to run part of it.
 SIMLIVE_POLICIES ?= atoll commercial knative kraken fifer isbatch cypress gantry
 SIMLIVE_APPS ?= email-categorization sentiment-analysis
 SIMLIVE_TRACES ?= poisson twitter
 SIMLIVE_RUNS ?= 5
+SIMLIVE_DURATION ?= 90s
 SIMLIVE_ALL ?= out/simlive/all
 .PHONY: bench-simlive-all
 bench-simlive-all: build
@@ -95,7 +96,7 @@ bench-simlive-all: build
 	for app in $(SIMLIVE_APPS); do for tr in $(SIMLIVE_TRACES); do for p in $(SIMLIVE_POLICIES); do \
 		d=$(SIMLIVE_ALL)/$$app-$$tr-$$p; rm -rf $$d; dirs="$$dirs $$d"; \
 		echo "== $$p on $$app, $$tr trace: $$d"; \
-		./bin/gantry bench simlive --app $$app --trace $$tr --policy $$p --rate 10 --duration 90s --start-delay 1.5s --capacity 64 \
+		./bin/gantry bench simlive --app $$app --trace $$tr --policy $$p --rate 10 --duration $(SIMLIVE_DURATION) --start-delay 1.5s --capacity 64 \
 			--runs $(SIMLIVE_RUNS) --out $$d >/dev/null || failed="$$failed $$d"; \
 	done; done; done; \
 	./bin/gantry bench simlive --summarize --out $(SIMLIVE_ALL) $$dirs; \
