@@ -24,7 +24,7 @@ import (
 	"gantry.dev/gantry/pkg/localcluster"
 	"gantry.dev/gantry/pkg/orchbench"
 	"gantry.dev/gantry/pkg/processnode"
-	"gantry.dev/gantry/pkg/rtcontroller"
+	"gantry.dev/gantry/pkg/rtclient"
 	"gantry.dev/gantry/pkg/stack"
 	"gantry.dev/gantry/pkg/trace"
 )
@@ -243,12 +243,12 @@ func function(opts Options, orch string) stack.Function {
 	return f
 }
 
-func rtClients(cfg *rest.Config) (*rtcontroller.RTClients, error) {
-	scheme, err := rtcontroller.Scheme()
+func rtClients(cfg *rest.Config) (*rtclient.Clients, error) {
+	scheme, err := rtclient.Scheme()
 	if err != nil {
 		return nil, err
 	}
-	return rtcontroller.NewRTClients(cfg, scheme)
+	return rtclient.New(cfg, scheme)
 }
 
 // warm sends one request until it succeeds: the minimum instance's cold

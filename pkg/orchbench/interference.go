@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"gantry.dev/gantry/pkg/rtclient"
 	"gantry.dev/gantry/pkg/rtcontroller"
 )
 
@@ -17,7 +18,7 @@ type Interference struct {
 	Kube kubernetes.Interface
 	// RTs, when set, makes the churn objects RTResources of criticality
 	// 0 (the Gantry cases); otherwise they are Deployments (vanilla).
-	RTs       *rtcontroller.RTClients
+	RTs       *rtclient.Clients
 	Namespace string
 	// NodeSelector is the churn pods' nodeSelector, e.g. type=kwok so
 	// they stay off a process node.

@@ -22,6 +22,7 @@ import (
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 	"gantry.dev/gantry/pkg/localcluster"
+	"gantry.dev/gantry/pkg/rtclient"
 	"gantry.dev/gantry/pkg/rtcontroller"
 )
 
@@ -41,7 +42,7 @@ type runner struct {
 	opts    Options
 	cfg     *rest.Config
 	kube    kubernetes.Interface
-	rts     *rtcontroller.RTClients
+	rts     *rtclient.Clients
 	samples []Sample
 	missed  map[missKey]int
 	churned map[churnKey]*Churn
@@ -160,11 +161,11 @@ func (r *runner) clients() error {
 	if r.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return err
 	}
-	scheme, err := rtcontroller.Scheme()
+	scheme, err := rtclient.Scheme()
 	if err != nil {
 		return err
 	}
-	r.rts, err = rtcontroller.NewRTClients(cfg, scheme)
+	r.rts, err = rtclient.New(cfg, scheme)
 	return err
 }
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
-	"gantry.dev/gantry/pkg/rtcontroller"
+	"gantry.dev/gantry/pkg/rtclient"
 )
 
 // Labels the benchmark puts on its pod templates; the trackers find a
@@ -101,7 +101,7 @@ func (d deployments) deleteChurn(ctx context.Context, name string) error {
 
 // rtresources is Gantry: the in-process controller reconciles.
 type rtresources struct {
-	rts            *rtcontroller.RTClients
+	rts            *rtclient.Clients
 	svcNS, churnNS string
 	churnNodes     map[string]string // the churn pods' nodeSelector, if any
 }

@@ -2,10 +2,10 @@ package policy
 
 import "time"
 
-// The optional hooks the live dispatcher calls when a policy has them
-// (pkg/dispatch: coldStartSetter and lookAheader). The core policies have
-// both; knative, oracle and Fixed have neither, since none of them plans
-// with a cold start or scales a chain ahead of its requests.
+// The optional hooks a driver calls through the contract when a policy's
+// capabilities name them (Caps.ColdStart, Caps.LookAhead; contract.go).
+// The core policies have both; knative and the oracle have neither, since
+// neither plans with a cold start or scales a chain ahead of its requests.
 
 // MaxColdStart bounds a measured cold start (SetColdStart). A start that
 // takes longer is a stuck start, not a cold start: the Kubernetes backend

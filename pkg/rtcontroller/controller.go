@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/rtclient"
 	"gantry.dev/gantry/pkg/rthttp"
 )
 
@@ -86,7 +87,7 @@ type Options struct {
 type Controller struct {
 	opts    Options
 	kube    kubernetes.Interface // reconcile writes, priority-limited
-	rts     *RTClients           // reconcile writes, priority-limited
+	rts     *rtclient.Clients    // reconcile writes, priority-limited
 	limiter flowcontrol.RateLimiter
 	thread  *rthttp.Transport // critical requests; nil when shared
 	seen    seenGenerations   // when each key's generation arrived, for Trace
@@ -114,7 +115,7 @@ func New(opts Options) (*Controller, error) {
 		return nil, ErrNoConfig
 	}
 	opts = withDefaults(opts)
-	scheme, err := Scheme()
+	scheme, err := rtclient.Scheme()
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ func (c *Controller) buildClients(scheme *runtime.Scheme) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	c.kube = kube
-	c.rts, err = NewRTClients(prio, scheme)
+	c.rts, err = rtclient.New(prio, scheme)
 	if err != nil {
 		return err
 	}
@@ -232,7 +233,7 @@ func (c *Controller) background() *rest.Config {
 }
 
 func (c *Controller) buildInformers(scheme *runtime.Scheme) error {
-	bg, err := NewRTClients(c.background(), scheme)
+	bg, err := rtclient.New(c.background(), scheme)
 	if err != nil {
 		return err
 	}

@@ -9,17 +9,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/rtclient"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -91,58 +88,22 @@ func mergeMeta(dst *metav1.ObjectMeta, src metav1.ObjectMeta) {
 // lowering the count first would lose the newest pod every time.)
 type rtWorkload struct {
 	kube         kubernetes.Interface
-	rts          *gentype.ClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList]
+	rts          *rtclient.Client
 	rest         rest.Interface
 	ns           string
 	nodeSelector map[string]string
 }
 
 func newRTWorkload(cfg *rest.Config, kube kubernetes.Interface, ns string) (*rtWorkload, error) {
-	rc, err := newRTRESTClient(cfg)
+	scheme, err := rtclient.Scheme()
 	if err != nil {
 		return nil, err
 	}
-	scheme, err := rtScheme()
+	c, err := rtclient.New(cfg, scheme)
 	if err != nil {
 		return nil, err
 	}
-	rts := gentype.NewClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList](
-		gantryv1.Resource, rc, runtime.NewParameterCodec(scheme), ns,
-		func() *gantryv1.RTResource { return &gantryv1.RTResource{} },
-		func() *gantryv1.RTResourceList { return &gantryv1.RTResourceList{} })
-	return &rtWorkload{kube: kube, rts: rts, rest: rc, ns: ns}, nil
-}
-
-// rtScheme knows RTResource and the option types its requests encode.
-func rtScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := gantryv1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// newRTRESTClient is a REST client for gantry.dev/v1alpha1 on cfg.
-func newRTRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
-	scheme, err := rtScheme()
-	if err != nil {
-		return nil, err
-	}
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &gantryv1.SchemeGroupVersion
-	c.APIPath = "/apis"
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientFor(c)
-	if err != nil {
-		return nil, fmt.Errorf("rtresource client: %w", err)
-	}
-	return rc, nil
+	return &rtWorkload{kube: kube, rts: c.Namespace(ns), rest: c.REST(), ns: ns}, nil
 }
 
 func (w *rtWorkload) apply(ctx context.Context, f stack.Function, port, replicas int32) error {

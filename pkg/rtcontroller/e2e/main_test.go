@@ -20,6 +20,7 @@ import (
 	"gantry.dev/gantry/config/crd"
 	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
+	"gantry.dev/gantry/pkg/rtclient"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/rtqueue"
 )
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 type env struct {
 	cfg  *rest.Config
 	kube kubernetes.Interface
-	rts  *rtcontroller.RTClients
+	rts  *rtclient.Clients
 	ns   string
 }
 
@@ -62,11 +63,11 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme, err := rtcontroller.Scheme()
+	scheme, err := rtclient.Scheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rts, err := rtcontroller.NewRTClients(cfg, scheme)
+	rts, err := rtclient.New(cfg, scheme)
 	if err != nil {
 		t.Fatal(err)
 	}

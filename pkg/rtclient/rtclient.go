@@ -1,4 +1,8 @@
-package rtcontroller
+// Package rtclient is the typed REST client for RTResources that the
+// controller, the Kubernetes backend and the benchmarks share. It lives
+// beside api/v1alpha1 rather than in it: controller-gen generates deep
+// copies for every type in that package.
+package rtclient
 
 import (
 	"fmt"
@@ -12,8 +16,8 @@ import (
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 )
 
-// Scheme knows the built-in types and RTResource; events and owner
-// references need both.
+// Scheme knows the built-in types and RTResource: requests encode the
+// built-in option types, and events and owner references need both.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
@@ -25,19 +29,20 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// RTClient is a typed client for RTResources in one namespace ("" for all,
+// Client is a typed client for RTResources in one namespace ("" for all,
 // list and watch only).
-type RTClient = gentype.ClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList]
+type Client = gentype.ClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList]
 
-// RTClients makes typed RTResource clients on one REST client.
-type RTClients struct {
+// Clients makes typed RTResource clients on one REST client, so that every
+// namespace's client shares its connections and rate limiter.
+type Clients struct {
 	rest   rest.Interface
 	params runtime.ParameterCodec
 }
 
-// NewRTClients builds a REST client for gantry.dev/v1alpha1 from cfg, keeping
-// cfg's rate limiter.
-func NewRTClients(cfg *rest.Config, scheme *runtime.Scheme) (*RTClients, error) {
+// New builds a REST client for gantry.dev/v1alpha1 from a copy of cfg,
+// keeping cfg's rate limiter.
+func New(cfg *rest.Config, scheme *runtime.Scheme) (*Clients, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &gantryv1.SchemeGroupVersion
 	c.APIPath = "/apis"
@@ -49,11 +54,11 @@ func NewRTClients(cfg *rest.Config, scheme *runtime.Scheme) (*RTClients, error) 
 	if err != nil {
 		return nil, fmt.Errorf("rtresource client: %w", err)
 	}
-	return &RTClients{rest: rc, params: runtime.NewParameterCodec(scheme)}, nil
+	return &Clients{rest: rc, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
 // Namespace returns the client for one namespace.
-func (c *RTClients) Namespace(ns string) *RTClient {
+func (c *Clients) Namespace(ns string) *Client {
 	return gentype.NewClientWithList[*gantryv1.RTResource, *gantryv1.RTResourceList](
 		gantryv1.Resource, c.rest, c.params, ns,
 		func() *gantryv1.RTResource { return &gantryv1.RTResource{} },
@@ -61,4 +66,4 @@ func (c *RTClients) Namespace(ns string) *RTClient {
 }
 
 // REST exposes the underlying REST client, for subresources such as scale.
-func (c *RTClients) REST() rest.Interface { return c.rest }
+func (c *Clients) REST() rest.Interface { return c.rest }
