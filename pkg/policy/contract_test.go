@@ -178,3 +178,17 @@ func TestLookAheadDueOncePerGapAtTheHead(t *testing.T) {
 		t.Error("knative looks ahead")
 	}
 }
+
+func TestCapacityOrders(t *testing.T) {
+	if !GrantsBefore(Claim{Criticality: 2}, Claim{Criticality: 1, Queued: 9}) || !GrantsBefore(Claim{Queued: 3}, Claim{Queued: 2}) {
+		t.Error("grants: the more critical first, then the longer queue")
+	}
+	if !Preempts(2, 1) || Preempts(1, 1) {
+		t.Error("only a more critical function preempts")
+	}
+	old, young := Idle{FreedSeq: 1}, Idle{FreedSeq: 5}
+	if !YieldsBefore(Yielder{Criticality: 0, Idle: young}, Yielder{Criticality: 1, Idle: old}) ||
+		!YieldsBefore(Yielder{Idle: old}, Yielder{Idle: young}) {
+		t.Error("victims: the least critical first, then the longest idle")
+	}
+}

@@ -196,3 +196,47 @@ func (e *ColdStartEstimate) Observe(d time.Duration) {
 
 // Value is the expected cold start.
 func (e ColdStartEstimate) Value() time.Duration { return e.d }
+
+// Capacity. When the platform is full (the simulator's cores, the live
+// dispatcher's --capacity), a start is held back: the driver remembers it
+// (reset at every plan, which asks again) and grants it when room frees,
+// in GrantsBefore's order. A function may take room from a less critical
+// one (Preempts): an idle instance of the victim stops at once and the
+// room is the taker's; a busy one drains, stops after its request, and its
+// room goes to whoever GrantsBefore puts first. Victims are picked in
+// YieldsBefore's order.
+
+// Claim is a function's standing when it waits for room.
+type Claim struct {
+	Criticality int
+	// Queued is its requests waiting.
+	Queued int
+}
+
+// GrantsBefore reports whether freed room goes to a function claiming a
+// rather than b: the more critical first, then the one with more waiting.
+func GrantsBefore(a, b Claim) bool {
+	if a.Criticality != b.Criticality {
+		return a.Criticality > b.Criticality
+	}
+	return a.Queued > b.Queued
+}
+
+// Preempts reports whether a function of criticality taker may take room
+// from one of criticality victim.
+func Preempts(taker, victim int) bool { return victim < taker }
+
+// Yielder is an instance that could give its room up.
+type Yielder struct {
+	Criticality int
+	Idle
+}
+
+// YieldsBefore reports whether instance a gives its room up before b: the
+// least critical function's first, then its longest idle.
+func YieldsBefore(a, b Yielder) bool {
+	if a.Criticality != b.Criticality {
+		return a.Criticality < b.Criticality
+	}
+	return a.FreedSeq < b.FreedSeq
+}

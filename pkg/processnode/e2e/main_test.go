@@ -15,7 +15,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,7 +26,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"gantry.dev/gantry/config/crd"
 	"gantry.dev/gantry/internal/cli"
 	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
@@ -189,18 +187,4 @@ func alive(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
-}
-
-var crdOnce struct {
-	sync.Once
-	err error
-}
-
-// installCRD applies the generated RTResource CRD that `make deploy` ships.
-func (e *env) installCRD(t *testing.T) {
-	t.Helper()
-	crdOnce.Do(func() { crdOnce.err = crd.Install(t.Context(), e.dyn, nil) })
-	if crdOnce.err != nil {
-		t.Fatalf("install CRD: %v", crdOnce.err)
-	}
 }

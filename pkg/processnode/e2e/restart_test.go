@@ -29,8 +29,8 @@ import (
 // starting new ones.
 func TestGatewayRestartUnderLoad(t *testing.T) {
 	e := setup(t)
-	e.installCRD(t)
-	e.startRTController(t)
+	e2etest.InstallCRD(t, e.dyn)
+	e2etest.StartRTController(t, e.cfg, e.ns, "gantry-processnode-e2e")
 	ctx := context.Background()
 	f := stack.Function{Name: "echo", Command: program, Image: "example.invalid/echo:1",
 		Env:         map[string]string{instanceEnv: "1", "SLEEP": "100ms"},

@@ -45,8 +45,8 @@ import (
 //     connection no replica accepted.
 func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 	e := setup(t)
-	e.installCRD(t)
-	e.startRTController(t)
+	e2etest.InstallCRD(t, e.dyn)
+	e2etest.StartRTController(t, e.cfg, e.ns, "gantry-processnode-e2e")
 	ctx := context.Background()
 	gwPort := freePort(t)
 	const concurrency = 2

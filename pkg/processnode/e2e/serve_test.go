@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,7 +23,6 @@ import (
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/gateway"
-	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -40,8 +38,8 @@ var rtGVR = schema.GroupVersionResource{Group: gantryv1.GroupName, Version: "v1a
 // every request succeeds.
 func TestServeThroughKubernetes(t *testing.T) {
 	e := setup(t)
-	e.installCRD(t)
-	e.startRTController(t)
+	e2etest.InstallCRD(t, e.dyn)
+	e2etest.StartRTController(t, e.cfg, e.ns, "gantry-processnode-e2e")
 	ctx := context.Background()
 
 	be, err := kube.New(e.cfg, e.ns, kube.Options{Port: port, OnClose: kube.CloseDelete, ReadyTimeout: time.Minute})
@@ -313,26 +311,6 @@ func (e *env) watchReplicas(t *testing.T, name string) func() int64 {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return func() int64 { return most.Load() }
-}
-
-// startRTController runs the RTResource controller in-process for the
-// test's namespace.
-func (e *env) startRTController(t *testing.T) {
-	t.Helper()
-	c, err := rtcontroller.New(rtcontroller.Options{Config: e.cfg, Namespace: e.ns,
-		Engine: rtcontroller.NewFIFOEngine(2), Component: "gantry-processnode-e2e"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("controller: %v", err)
-		}
-	})
 }
 
 func testLogger(t *testing.T) *slog.Logger {

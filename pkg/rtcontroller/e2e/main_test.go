@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
-	"gantry.dev/gantry/config/crd"
 	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/localcluster"
 	"gantry.dev/gantry/pkg/rtclient"
@@ -38,27 +36,16 @@ type env struct {
 	ns   string
 }
 
-var crdOnce struct {
-	sync.Once
-	err error
-}
-
 func setup(t *testing.T) *env {
 	t.Helper()
 	cluster := localcluster.Shared(t)
 	cfg := cluster.RESTConfig()
 	cfg.QPS, cfg.Burst = 200, 400
-	crdOnce.Do(func() {
-		dyn, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			crdOnce.err = err
-			return
-		}
-		crdOnce.err = crd.Install(context.Background(), dyn, nil)
-	})
-	if crdOnce.err != nil {
-		t.Fatalf("install CRD: %v", crdOnce.err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
+	e2etest.InstallCRD(t, dyn)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

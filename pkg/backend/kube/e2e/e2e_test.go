@@ -19,7 +19,6 @@ import (
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
 	"gantry.dev/gantry/pkg/backend/kube"
 	"gantry.dev/gantry/pkg/e2etest"
-	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -52,26 +51,6 @@ func (e *env) rt(ctx context.Context, name string) (rtState, error) {
 		s.command, _ = c["command"].([]any)
 	}
 	return s, nil
-}
-
-// startRTController runs the RTResource controller in-process for the
-// test's namespace, so an RTResource's replicas become pods.
-func (e *env) startRTController(t *testing.T) {
-	t.Helper()
-	c, err := rtcontroller.New(rtcontroller.Options{Config: e.cfg, Namespace: e.ns,
-		Engine: rtcontroller.NewFIFOEngine(2), Component: "gantry-kube-e2e"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
 }
 
 // livePods lists the function's pods that are not being deleted.
@@ -151,7 +130,7 @@ func noCrashes(t *testing.T, rec *recorder) {
 // following its endpoint.
 func TestRTResourceFollowsDecisionsAndEndpointSlices(t *testing.T) {
 	e := setup(t)
-	e.startRTController(t)
+	e2etest.StartRTController(t, e.cfg, e.ns, "gantry-kube-e2e")
 	e.startMirror(t, "resize")
 	b, rec := e.newBackend(t, kube.Options{})
 	ctx := context.Background()

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"gantry.dev/gantry/config/crd"
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/backend/kube"
 	"gantry.dev/gantry/pkg/e2etest"
@@ -50,11 +49,6 @@ type env struct {
 	ns   string
 }
 
-var crdOnce struct {
-	sync.Once
-	err error
-}
-
 func setup(t *testing.T) *env {
 	t.Helper()
 	cfg := localcluster.Shared(t).RESTConfig()
@@ -67,10 +61,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdOnce.Do(func() { crdOnce.err = crd.Install(context.Background(), dyn, nil) })
-	if crdOnce.err != nil {
-		t.Fatalf("install CRD: %v", crdOnce.err)
-	}
+	e2etest.InstallCRD(t, dyn)
 	return &env{cfg: cfg, kube: kc, dyn: dyn, ns: e2etest.Namespace(t, kc)}
 }
 
