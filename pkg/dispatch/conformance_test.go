@@ -83,7 +83,7 @@ func (s *scripted) Setup(st policytest.Setup) error {
 	for i, f := range st.Functions {
 		s.fnIdx[f.Name] = i
 		decl := stack.Function{Name: f.Name, Command: "script", SLO: f.SLO, ColdStart: st.ColdStart,
-			MinScale: f.MinScale, MaxScale: f.MaxScale, MaxQueue: st.MaxQueue, SizeSensitive: true}
+			MinScale: f.MinScale, MaxScale: f.MaxScale, MaxQueue: st.MaxQueue, Criticality: f.Criticality, SizeSensitive: true}
 		if decl.MaxScale == 0 {
 			decl.MaxScale = stack.MaxInstances // the simulator's functions have no ceiling
 		}

@@ -128,6 +128,11 @@ func (f *function) lockedOldestIdle(limit time.Time, expired bool) *instance {
 	return best
 }
 
+// claim is the function's standing for room that frees (policy.GrantsBefore).
+func (f *function) claim() policy.Claim {
+	return policy.Claim{Criticality: f.decl.Criticality, Queued: f.queue.Len()}
+}
+
 // scale is what policy.Apply needs to know of the function.
 func (f *function) scale() policy.Scale {
 	c := f.counts()

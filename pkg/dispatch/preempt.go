@@ -7,6 +7,8 @@ package dispatch
 import (
 	"slices"
 	"time"
+
+	"gantry.dev/gantry/pkg/policy"
 )
 
 // lockedTakeCapacity reports whether one more instance of fn fits. When the
@@ -36,25 +38,28 @@ func (d *Dispatcher) lockedReserve(now time.Time) {
 	d.live++
 }
 
-// lockedVictim finds the instance of the least critical function below
-// fn's criticality, idle ones or busy ones; the longest idle first.
+// lockedVictim finds the instance that gives its room up to fn
+// (policy.Preempts, policy.YieldsBefore), among idle ones or busy ones.
 func (d *Dispatcher) lockedVictim(fn *function, idle bool) *instance {
 	var best *instance
 	for _, other := range d.fns {
-		if other.decl.Criticality >= fn.decl.Criticality {
+		if !policy.Preempts(fn.decl.Criticality, other.decl.Criticality) {
 			continue
 		}
 		for _, in := range other.ready {
 			if in.draining || in.idle() != idle {
 				continue
 			}
-			if best == nil || other.decl.Criticality < best.fn.decl.Criticality ||
-				(other.decl.Criticality == best.fn.decl.Criticality && in.idleSince.Before(best.idleSince)) {
+			if best == nil || policy.YieldsBefore(in.yielder(), best.yielder()) {
 				best = in
 			}
 		}
 	}
 	return best
+}
+
+func (in *instance) yielder() policy.Yielder {
+	return policy.Yielder{Criticality: in.fn.decl.Criticality, Idle: in.order()}
 }
 
 // lockedStop takes an instance out of service and stops it.

@@ -148,11 +148,14 @@ func (d *Dispatcher) lockedStart(fn *function, n int, now time.Time) {
 // the most critical first.
 func (d *Dispatcher) lockedGrant(now time.Time) {
 	for d.role != Follower && (d.cfg.Capacity == 0 || d.live < d.cfg.Capacity) {
+		// Groups and chains in deploy order, so that ties go the same way
+		// every run, as in the simulator.
 		var best *function
-		for _, fn := range d.fns {
-			if fn.want > 0 && (best == nil || fn.decl.Criticality > best.decl.Criticality ||
-				(fn.decl.Criticality == best.decl.Criticality && fn.queue.Len() > best.queue.Len())) {
-				best = fn
+		for _, g := range d.groups {
+			for _, fn := range g.chain {
+				if fn.want > 0 && (best == nil || policy.GrantsBefore(fn.claim(), best.claim())) {
+					best = fn
+				}
 			}
 		}
 		if best == nil {

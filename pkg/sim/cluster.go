@@ -29,6 +29,12 @@ type container struct {
 	// periods, so a stale entry of the newest-first pool can be told.
 	seq     uint64
 	idleGen uint32
+	// freed orders containers by when they last became idle (the
+	// contract's policy.Idle.FreedSeq), for the choice of a victim.
+	freed uint64
+	// draining containers gave their room up to a more critical
+	// function: they stop when their request finishes.
+	draining bool
 	spawnAt int64
 	readyAt int64
 	// idleAt is when it became idle; startAt when its request started.

@@ -82,6 +82,10 @@ type Config struct {
 	// never retires below Min and always restores it, and no start goes
 	// above Max (0: no ceiling).
 	Scale []ScaleBounds
+	// Criticality ranks the functions, in chain order (empty: all 0), as
+	// a stack file's criticality does live: when the cluster is full, a
+	// function takes room from a less critical one (policy.Preempts).
+	Criticality []int
 
 	// ColdBoot starts the cluster empty. By default every function starts
 	// with warm containers for the trace's initial load (see prewarm), so
@@ -145,6 +149,9 @@ type ScaleBounds struct{ Min, Max int }
 func (c *Config) validateScale() error {
 	if len(c.Scale) != 0 && len(c.Scale) != len(c.App.Chain) {
 		return fmt.Errorf("%w: %d scale bounds for %d functions", ErrBadConfig, len(c.Scale), len(c.App.Chain))
+	}
+	if len(c.Criticality) != 0 && len(c.Criticality) != len(c.App.Chain) {
+		return fmt.Errorf("%w: %d criticalities for %d functions", ErrBadConfig, len(c.Criticality), len(c.App.Chain))
 	}
 	for i, b := range c.Scale {
 		if b.Min < 0 || b.Max < 0 || (b.Max > 0 && b.Max < b.Min) {

@@ -37,6 +37,7 @@ func (s *scripted) Name() string { return "sim" }
 func (s *scripted) Setup(st policytest.Setup) error {
 	app := workload.App{Name: "script", MinSize: 1, MaxSize: stack.DefaultMaxSize}
 	var scale []ScaleBounds
+	var crit []int
 	for _, f := range st.Functions {
 		slo := f.SLO
 		// The SLO split weighs each function by its execution time at the
@@ -46,6 +47,7 @@ func (s *scripted) Setup(st policytest.Setup) error {
 			ExecMean: func(float64) time.Duration { return slo }, OutputMean: func(x float64) float64 { return x }})
 		app.SLO += f.SLO
 		scale = append(scale, ScaleBounds{Min: f.MinScale, Max: f.MaxScale})
+		crit = append(crit, f.Criticality)
 	}
 	if st.AppSLO > 0 {
 		app.SLO = st.AppSLO
@@ -56,7 +58,7 @@ func (s *scripted) Setup(st policytest.Setup) error {
 	}
 	cfg := Config{App: app, Dist: dist(s.t, "uniform"), Trace: trace.Trace{Name: "script", PerSecond: make([]float64, 3600)},
 		Policy: st.Policy, Seed: st.Seed, Nodes: 1, CoresPerNode: cores, ColdStart: st.ColdStart,
-		Tick: st.Tick, Window: st.Window, IdleTimeout: st.IdleTimeout, MaxQueue: st.MaxQueue, Scale: scale, ColdBoot: true, NoBound: true}
+		Tick: st.Tick, Window: st.Window, IdleTimeout: st.IdleTimeout, MaxQueue: st.MaxQueue, Scale: scale, Criticality: crit, ColdBoot: true, NoBound: true}
 	cfg.applyDefaults()
 	spec := policySpec(&cfg)
 	if st.Policy == "oracle" {

@@ -46,7 +46,10 @@ type fnRuntime struct {
 	// each takes the next instance of the function that becomes ready.
 	bound     []int32
 	boundHead int
-	idle      idlePool
+	// want is the starts the cluster's room held back since the last
+	// plan; draining counts containers giving their room up (capacity.go).
+	want, draining int
+	idle           idlePool
 	// expiry lists the idle periods in the order they began (so in order
 	// of when they expire) under a keep-alive; one evExpire is pending
 	// for the earliest one still current.
@@ -70,6 +73,8 @@ type engine struct {
 	// wakeAt is the pending evWake's time (0: none), for a policy that
 	// plans at instants of its own.
 	wakeAt int64
+	// freedSeq numbers the instants containers become idle (container.freed).
+	freedSeq uint64
 	// coldStarts is each function's expected cold start, fed with the
 	// measured ones as the live dispatcher feeds them.
 	coldStarts []policy.ColdStartEstimate
@@ -373,7 +378,7 @@ func (e *engine) enqueue(fn int32, r int32) {
 // scaleOf is what policy.Apply needs to know of fn.
 func (e *engine) scaleOf(fn int32) policy.Scale {
 	rt := &e.fns[fn]
-	s := policy.Scale{Live: rt.m.live, Idle: rt.idle.len(), Queued: rt.queue.Len()}
+	s := policy.Scale{Live: rt.m.live - rt.draining, Idle: rt.idle.len(), Queued: rt.queue.Len()}
 	if len(e.cfg.Scale) > 0 {
 		s.MinScale, s.MaxScale = e.cfg.Scale[fn].Min, e.cfg.Scale[fn].Max
 	}
@@ -428,9 +433,11 @@ func (e *engine) entry(rt *fnRuntime, req *request) policy.Entry {
 	return policy.Entry{Enq: req.enq, Deadline: req.arrival + rt.deadline, Pred: req.pred}
 }
 
+// counts describes fn to the policy; containers draining for a more
+// critical function are on their way out and do not count.
 func (e *engine) counts(fn int32) policy.Counts {
 	rt := &e.fns[fn]
-	return policy.Counts{Live: rt.m.live, Starting: rt.m.starting, Idle: rt.idle.len(), Queued: rt.queue.Len()}
+	return policy.Counts{Live: rt.m.live - rt.draining, Starting: rt.m.starting, Idle: rt.idle.len(), Queued: rt.queue.Len()}
 }
 
 // start runs request r on container id.
@@ -479,6 +486,12 @@ func (e *engine) onDone(id int32) {
 func (e *engine) free(id int32) {
 	c := &e.ctrs[id]
 	rt := &e.fns[c.fn]
+	e.freedSeq++
+	c.freed = e.freedSeq
+	if c.draining {
+		e.stopDrained(id)
+		return
+	}
 	if r, _, ok := rt.queue.Pop(e.now); ok {
 		e.start(id, r)
 		return
@@ -559,6 +572,7 @@ func (e *engine) onExpire(fn int32) {
 		rt.expiryHead++
 	}
 	e.scheduleExpiry(fn)
+	e.grant()
 }
 
 // advanceRequest moves a request to the next function, or completes it.

@@ -7,23 +7,34 @@ import (
 	"gantry.dev/gantry/pkg/policy"
 )
 
-// spawn starts n containers for fn; each takes a core until retired.
+// spawn starts n containers for fn; each takes a core until retired. What
+// the cluster has no room for is held back (want) until room frees.
 func (e *engine) spawn(fn int32, n int) {
-	for range n {
+	for k := range n {
 		if e.spawnOne(fn) < 0 {
+			rt := &e.fns[fn]
+			rt.want = max(rt.want, n-k)
 			return
 		}
 	}
 }
 
 // spawnOne starts one container for fn and returns its id, or -1 (counted)
-// when no node has room.
+// when no node has room and no less critical function gives one up now.
 func (e *engine) spawnOne(fn int32) int32 {
 	node := e.cl.place(e.now)
+	if node < 0 && e.makeRoom(fn) {
+		node = e.cl.place(e.now)
+	}
 	if node < 0 {
 		e.spawnFails++
 		return -1
 	}
+	return e.startOn(fn, node)
+}
+
+// startOn starts a container of fn on a node whose room is reserved.
+func (e *engine) startOn(fn int32, node int32) int32 {
 	rt := &e.fns[fn]
 	id := e.newContainer()
 	e.spawnSeq++
@@ -118,6 +129,7 @@ func (e *engine) plan() {
 	e.fillViews()
 	e.pol.Plan(e.policyTime(e.now), e.views, e.decs)
 	for fn, d := range e.decs {
+		e.fns[fn].want = 0 // recomputed from this plan's decision
 		add, retire, err := policy.Apply(d, e.scaleOf(int32(fn)))
 		if err != nil {
 			e.err = fmt.Errorf("%w: policy %s: %w", ErrInvariant, e.pol.Name(), err)
@@ -126,6 +138,7 @@ func (e *engine) plan() {
 		e.retire(int32(fn), retire)
 		e.spawn(int32(fn), add)
 	}
+	e.grant()
 	if at, ok := e.con.NextWake(e.policyTime(e.now)); ok {
 		t := int64(at.Sub(epoch))
 		if t > e.now && (e.wakeAt <= e.now || t < e.wakeAt) {

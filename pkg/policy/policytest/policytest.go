@@ -16,7 +16,7 @@
 // Commands (datadriven):
 //
 //	setup policy=NAME [slo=D] [cold=D] [tick=D] [window=D] [idle=D] [queue=N] [capacity=N] [seed=N] [refused-by=DRIVER,...]
-//	NAME slo=D [min=N] [max=N] [plan=AT:N,...]     one input line per function, in chain order
+//	NAME slo=D [min=N] [max=N] [crit=N] [plan=AT:N,...]   one input line per function, in chain order
 //	arrive [n=N] [every=D] size=S exec=D[,D...] [out=S[,S...]]
 //	run to=D                                        advance the clock, print what happened
 //	budgets                                         print each function's cumulative SLO budget
@@ -60,6 +60,7 @@ type Function struct {
 	Name               string
 	SLO                time.Duration
 	MinScale, MaxScale int
+	Criticality        int
 	// Plan is the clairvoyant plan an oracle follows.
 	Plan []PlanStep
 }
@@ -243,6 +244,8 @@ func parseFunction(line string) (Function, error) {
 			f.MinScale, err = strconv.Atoi(v)
 		case "max":
 			f.MaxScale, err = strconv.Atoi(v)
+		case "crit":
+			f.Criticality, err = strconv.Atoi(v)
 		case "plan":
 			f.Plan, err = parsePlan(v)
 		default:
