@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"gantry.dev/gantry/pkg/liverun"
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/liverun"
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/trace"
 	"gantry.dev/gantry/pkg/workload"

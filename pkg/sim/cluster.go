@@ -35,8 +35,8 @@ type container struct {
 	// draining containers gave their room up to a more critical
 	// function: they stop when their request finishes.
 	draining bool
-	spawnAt int64
-	readyAt int64
+	spawnAt  int64
+	readyAt  int64
 	// idleAt is when it became idle; startAt when its request started.
 	idleAt, startAt int64
 }
