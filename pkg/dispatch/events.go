@@ -21,7 +21,7 @@ func (e events) Ready(inst backend.Instance) {
 	defer d.mu.Unlock()
 	now := d.cfg.Now()
 	fn, ok := d.fns[inst.Function]
-	if d.role == Follower {
+	if !d.peers.Decides() {
 		d.lockedAdopt(fn, inst, now)
 		return
 	}
@@ -36,18 +36,16 @@ func (e events) Ready(inst backend.Instance) {
 	d.lockedMeasuredColdStart(fn, inst.ColdStart)
 	fn.stats.Ready++
 	fn.stats.ColdStartSum += inst.ColdStart
-	in := &instance{Instance: inst, fn: fn, slots: fn.decl.Concurrency, idleSince: now}
-	if d.role == Leader {
-		in.slots = 0 // lockedShare grants them
-	}
+	in := &instance{Instance: inst, fn: fn, slots: d.peers.Slots(inst.ID, fn.decl.Concurrency), idleSince: now}
 	fn.ready = append(fn.ready, in)
 	d.byID[inst.ID] = in
 	d.lockedFeed(in, now)
-	d.lockedShare(fn, now)
+	d.peers.Changed(Locked{d}, fn.decl.Name)
 }
 
-// lockedAdopt takes, on a follower, an instance the backend reports: the
-// leader started it, and grants the slots this replica may use on it.
+// lockedAdopt takes, on a replica that does not decide, an instance the
+// backend reports: the replica that decides started it, and says how many
+// of its slots this one may use.
 func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.Time) {
 	if fn == nil || d.closed || d.byID[inst.ID] != nil {
 		return
@@ -55,7 +53,7 @@ func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.T
 	d.lockedAdvance(now)
 	d.live++
 	fn.stats.Ready++
-	in := &instance{Instance: inst, fn: fn, slots: min(d.fol.slots[inst.ID], fn.decl.Concurrency), idleSince: now}
+	in := &instance{Instance: inst, fn: fn, slots: d.peers.Slots(inst.ID, fn.decl.Concurrency), idleSince: now}
 	fn.ready = append(fn.ready, in)
 	d.byID[inst.ID] = in
 	d.lockedFeed(in, now)
@@ -102,8 +100,8 @@ func (e events) Exited(inst backend.Instance, err error) {
 	fn := in.fn
 	fn.ready = slices.DeleteFunc(fn.ready, func(x *instance) bool { return x == in })
 	d.live--
-	if d.role == Follower && err == nil {
-		fn.stats.Stopped++ // the leader retired it
+	if !d.peers.Decides() && err == nil {
+		fn.stats.Stopped++ // the replica that decides retired it
 		return
 	}
 	fn.stats.Crashes++

@@ -32,9 +32,6 @@ type function struct {
 	// failStreak counts starts in a row that failed.
 	failStreak int
 	stats      FunctionStats
-	// peerQueued counts, on a leader, the requests queued at the other
-	// replicas.
-	peerQueued int
 }
 
 // liveCount is the instances serving or starting; draining ones are on
@@ -62,14 +59,14 @@ type instance struct {
 	// health check answers.
 	suspect bool
 	gone    bool
-	// remote counts, on a leader, the requests other replicas run here.
-	remote int
 }
 
 func (in *instance) free() int { return in.slots - len(in.running) }
 
-// idle reports an instance no replica runs anything on.
-func (in *instance) idle() bool { return len(in.running) == 0 && in.remote == 0 }
+// lockedIdle reports an instance no replica runs anything on.
+func (d *Dispatcher) lockedIdle(in *instance) bool {
+	return len(in.running) == 0 && d.peers.Running(in.ID) == 0
+}
 
 // call is one request at one function.
 type call struct {
@@ -102,14 +99,16 @@ func (f *function) lockedFreeInstance() *instance {
 	return best
 }
 
-func (f *function) counts() policy.Counts {
-	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + f.peerQueued}
+// lockedCounts is what the policy counts of f: its instances, and its
+// requests queued here and at the other replicas.
+func (d *Dispatcher) lockedCounts(f *function) policy.Counts {
+	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + d.peers.Queued(f.decl.Name)}
 	for _, in := range f.ready {
 		if in.draining {
 			continue
 		}
 		c.Live++
-		if in.idle() {
+		if d.lockedIdle(in) {
 			c.Idle++
 		}
 	}

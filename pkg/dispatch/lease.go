@@ -103,8 +103,8 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		fn.queue.Push(c.entry, c)
 	}
 	fn.stats.Accepted++
-	d.lockedRecordArrival(fn, r.Size)
-	add := g.pol.Arrive(now, fn.idx, r.Size, fn.counts())
+	d.peers.Arrived(fn.decl.Name, r.Size)
+	add := g.pol.Arrive(now, fn.idx, r.Size, d.lockedCounts(fn))
 	d.lockedScaleUp(fn, add, now)
 	d.lockedEnsureProgress(fn, now)
 	d.lockedLookAhead(fn, now)
@@ -169,7 +169,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 		if err := fn.g.pol.Complete(fn.idx, c.size, exec, max(output, minOutput)); err != nil {
 			d.cfg.Logger.Warn("profiler rejected a sample", "function", fn.decl.Name, "err", err)
 		} else {
-			d.lockedRecordExecution(fn, Execution{Size: c.size, Exec: exec, Output: max(output, minOutput)})
+			d.peers.Executed(fn.decl.Name, Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
 		}
 	} else {
 		fn.stats.Abandoned++

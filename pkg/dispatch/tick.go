@@ -34,7 +34,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 func (d *Dispatcher) Plan() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed || d.role == Follower {
+	if d.closed || !d.peers.Decides() {
 		return
 	}
 	now := d.cfg.Now()
@@ -42,33 +42,18 @@ func (d *Dispatcher) Plan() {
 		d.lockedPlanGroup(g, now)
 	}
 	d.lockedGrant(now)
-	if d.role == Leader {
-		d.lockedStopDrained(now)
-		d.lockedShareAll(now)
-	}
+	d.peers.Planned(Locked{d})
 }
 
-// lockedStopDrained stops, on a leader, the draining instances whose last
-// requests at other replicas have finished, and whose slots no replica
-// holds any more, since they began to drain.
-func (d *Dispatcher) lockedStopDrained(now time.Time) {
-	for _, fn := range d.fns {
-		for _, in := range slices.Clone(fn.ready) {
-			if d.lockedDrained(in) {
-				d.lockedStop(in, now)
-			}
-		}
-	}
-}
-
-// lockedRetireOne takes an idle instance out. On a leader whose peers
-// still hold slots on it, it drains instead: the grants are withdrawn, and
-// lockedStopDrained stops it once every replica has reported letting go,
-// so no replica sends a request to an instance on its way out.
+// lockedRetireOne takes an idle instance out. While other replicas may
+// still hold slots on it, it drains instead, and the peers hear of it:
+// they withdraw those slots and stop it (Locked.StopDrained) once every
+// replica has let go, so no replica sends a request to an instance on its
+// way out.
 func (d *Dispatcher) lockedRetireOne(in *instance, now time.Time) {
-	if d.role == Leader && d.lockedPeersHold(in) {
+	if d.peers.Holds(in.fn.decl.Name, in.ID) {
 		in.draining = true
-		d.lockedShare(in.fn, now)
+		d.peers.Changed(Locked{d}, in.fn.decl.Name)
 		return
 	}
 	d.lockedStop(in, now)
@@ -93,8 +78,8 @@ func (d *Dispatcher) lockedPlanGroup(g *group, now time.Time) {
 // lockedScaleUp starts up to n instances of fn within its maximum and the
 // capacity; what capacity holds back is remembered in want.
 func (d *Dispatcher) lockedScaleUp(fn *function, n int, now time.Time) {
-	if d.role == Follower {
-		return // the leader scales, from this replica's reports
+	if !d.peers.Decides() {
+		return // the replica that decides scales, from this one's reports
 	}
 	n = min(n, fn.decl.MaxScale-fn.liveCount())
 	start := 0
@@ -124,7 +109,7 @@ func (d *Dispatcher) lockedStart(fn *function, n int, now time.Time) {
 // lockedGrant hands free capacity to the functions capacity held back,
 // the most critical first.
 func (d *Dispatcher) lockedGrant(now time.Time) {
-	for d.role != Follower && (d.cfg.Capacity == 0 || d.live < d.cfg.Capacity) {
+	for d.peers.Decides() && (d.cfg.Capacity == 0 || d.live < d.cfg.Capacity) {
 		var best *function
 		for _, fn := range d.fns {
 			if fn.want > 0 && (best == nil || fn.decl.Criticality > best.decl.Criticality ||
@@ -156,7 +141,7 @@ func (d *Dispatcher) lockedRetire(fn *function, n int, now time.Time) {
 	for ; n > 0 && fn.liveCount() > fn.decl.MinScale; n-- {
 		var oldest *instance
 		for _, in := range fn.ready {
-			if !in.draining && in.idle() && (oldest == nil || in.idleSince.Before(oldest.idleSince)) {
+			if !in.draining && d.lockedIdle(in) && (oldest == nil || in.idleSince.Before(oldest.idleSince)) {
 				oldest = in
 			}
 		}
@@ -173,7 +158,7 @@ func (d *Dispatcher) lockedReclaimIdle(fn *function, now time.Time) {
 		if fn.liveCount() <= fn.decl.MinScale {
 			return
 		}
-		if !in.draining && in.idle() && !in.idleSince.After(limit) {
+		if !in.draining && d.lockedIdle(in) && !in.idleSince.After(limit) {
 			d.lockedRetireOne(in, now)
 		}
 	}
@@ -181,32 +166,30 @@ func (d *Dispatcher) lockedReclaimIdle(fn *function, now time.Time) {
 
 // lockedView describes fn to the policy.
 func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
-	v.Counts = fn.counts()
+	v.Counts = d.lockedCounts(fn)
 	v.MaxWait = 0
 	if enq, ok := fn.queue.OldestEnq(); ok {
 		v.MaxWait = time.Duration(d.nanos(now) - enq)
 	}
 	v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
 	detailed := fn.g.pol.Caps().Detailed
-	if d.role == Leader {
-		d.lockedPeerView(fn, detailed, func(queued bool, it PeerItem) {
-			if queued {
-				v.MaxWait = max(v.MaxWait, it.Age)
-			}
-			if !detailed {
-				return
-			}
-			pred := fn.g.pol.Estimate(fn.idx, it.Size)
-			if queued {
-				v.Queue = append(v.Queue, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
-				return
-			}
-			v.Running = append(v.Running, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
-			if in := d.byID[it.Instance]; in != nil && in.fn == fn && !in.draining {
-				v.Free = append(v.Free, max(0, pred-it.Age))
-			}
-		})
-	}
+	d.peers.Requests(fn.decl.Name, detailed, func(queued bool, it Item) {
+		if queued {
+			v.MaxWait = max(v.MaxWait, it.Age)
+		}
+		if !detailed {
+			return
+		}
+		pred := fn.g.pol.Estimate(fn.idx, it.Size)
+		if queued {
+			v.Queue = append(v.Queue, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
+			return
+		}
+		v.Running = append(v.Running, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
+		if in := d.byID[it.Instance]; in != nil && in.fn == fn && !in.draining {
+			v.Free = append(v.Free, max(0, pred-it.Age))
+		}
+	})
 	if !detailed {
 		return
 	}
@@ -225,12 +208,9 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 		if in.suspect {
 			continue // its free slots wait for its health check
 		}
-		free := in.free()
-		if d.role == Leader {
-			// Every slot no replica runs on is free to the plan, whoever
-			// it is granted to: grants follow demand.
-			free = fn.decl.Concurrency - len(in.running) - in.remote
-		}
+		// Every slot no replica runs on is free to the plan, whoever it
+		// is granted to: grants follow demand.
+		free := fn.decl.Concurrency - len(in.running) - d.peers.Running(in.ID)
 		for range free {
 			v.Free = append(v.Free, 0)
 		}
@@ -273,7 +253,7 @@ func (d *Dispatcher) lockedMeasuredColdStart(fn *function, c time.Duration) {
 func (d *Dispatcher) lockedLookAhead(fn *function, now time.Time) {
 	g := fn.g
 	la, ok := g.pol.(lookAheader)
-	if !ok || d.role == Follower || fn.idx != 0 || len(g.chain) < 2 || now.Sub(g.lookedAt) < lookAheadGap {
+	if !ok || !d.peers.Decides() || fn.idx != 0 || len(g.chain) < 2 || now.Sub(g.lookedAt) < lookAheadGap {
 		return
 	}
 	g.lookedAt = now
@@ -316,9 +296,10 @@ func (d *Dispatcher) Scale(name string, n int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fn, ok := d.fns[name]
+	if err := d.peers.Writes(); err != nil {
+		return err
+	}
 	switch {
-	case d.role != Solo:
-		return ErrScaledOut
 	case !ok:
 		return fmt.Errorf("%w: function %q", ErrNotFound, name)
 	case n < 0 || n > fn.decl.MaxScale:
