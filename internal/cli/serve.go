@@ -106,9 +106,10 @@ type backendFlags struct {
 	// this replica's pod.
 	peers, podName string
 	// Set by apply for a scaled-out gateway.
-	kube kubernetes.Interface
-	ns   string
-	be   *kube.Backend
+	kube    kubernetes.Interface
+	ns      string
+	be      *kube.Backend
+	replica *scaleout.Replica
 }
 
 const (
@@ -175,7 +176,9 @@ func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) err
 		// Replicas follow until one wins the Lease; none deletes or
 		// scales the functions away when it stops, since the others serve.
 		opts.Follow, opts.OnClose = true, kube.CloseKeep
-		cfg.Dispatch.Role = dispatch.Follower
+		f.replica = scaleout.NewReplica()
+		cfg.Dispatch.Peers = f.replica
+		cfg.Gateway.Routes = f.replica.Routes()
 		if f.kube, err = kubernetes.NewForConfig(rc); err != nil {
 			return err
 		}
@@ -246,7 +249,7 @@ func newServeCmd() *cobra.Command {
 				go func() {
 					defer close(done)
 					leadErr = scaleout.Run(campaign, scaleout.Config{Kube: bf.kube, Namespace: bf.ns, Service: bf.peers,
-						Identity: bf.podName, Dispatcher: srv.D, Lead: bf.be.Lead, Sign: cfg.Gateway.Auth.Sign,
+						Identity: bf.podName, Replica: bf.replica, Lead: bf.be.Lead, Sign: cfg.Gateway.Auth.Sign,
 						Registry: srv.G.Registry(), Logger: logger})
 				}()
 			}

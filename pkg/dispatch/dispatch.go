@@ -58,9 +58,9 @@ type Config struct {
 	// means healthy (default backend.CheckHealth, an HTTP GET of
 	// backend.HealthPath).
 	Check func(ctx context.Context, inst backend.Instance) error
-	// Role is the dispatcher's part in a scaled-out gateway (default
-	// Solo); a Follower becomes the Leader with Lead.
-	Role   Role
+	// Peers are the other replicas of a scaled-out gateway (default
+	// Solo: none).
+	Peers  Peers
 	Seed   uint64
 	Logger *slog.Logger
 }
@@ -89,6 +89,9 @@ func (c *Config) defaults() {
 	}
 	if c.NewPolicy == nil {
 		c.NewPolicy = policy.New
+	}
+	if c.Peers == nil {
+		c.Peers = Solo{}
 	}
 }
 
@@ -121,12 +124,8 @@ type Dispatcher struct {
 	// viewBuf is lockedView's buffer for a queue in run order.
 	viewBuf []policy.Queued[*call]
 
-	// role is the part in a scaled-out gateway; fol is a Follower's state
-	// for the leader, peers and leadSince a Leader's (peers.go).
-	role      Role
-	fol       *follower
-	peers     map[string]*peer
-	leadSince time.Time
+	// peers is called under mu (peers.go).
+	peers Peers
 }
 
 // support is what the live dispatcher honours beyond what every driver
@@ -148,17 +147,11 @@ func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
 		return nil, fmt.Errorf("capacity %d must not be negative", cfg.Capacity)
 	}
 	d := &Dispatcher{cfg: cfg, be: be, epoch: cfg.Now(), fns: map[string]*function{},
-		apps: map[string]*group{}, byID: map[string]*instance{}, role: cfg.Role}
-	switch cfg.Role {
-	case Solo:
-	case Follower:
-		d.fol = &follower{acc: map[string]*samples{}}
-	default:
-		return nil, fmt.Errorf("a dispatcher starts %v or %v; a follower becomes the leader with Lead", Solo, Follower)
-	}
+		apps: map[string]*group{}, byID: map[string]*instance{}, peers: cfg.Peers}
 	d.published.Store(&catalog{})
 	d.ctx, d.endChecks = context.WithCancel(context.Background())
 	be.Attach(events{d})
+	d.peers.Attach(d)
 	return d, nil
 }
 

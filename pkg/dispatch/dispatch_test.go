@@ -3,102 +3,23 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/dispatch/dispatchtest"
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/stack"
 )
 
-// fakeBackend records decisions; tests make instances ready by hand, or
-// automatically with auto.
-type fakeBackend struct {
-	mu        sync.Mutex
-	ev        backend.Events
-	auto      bool
-	starts    map[string]int
-	stopped   []string
-	seq       int
-	readyList []backend.Instance
-	// mirrors hear of every instance that becomes ready or stops, as the
-	// followers of a scaled-out gateway do from their own backends.
-	mirrors []backend.Events
-}
+// fakeBackend records decisions and makes instances ready (dispatchtest).
+type fakeBackend = dispatchtest.Backend
 
-func newFake(auto bool) *fakeBackend { return &fakeBackend{auto: auto, starts: map[string]int{}} }
+func newFake(auto bool) *fakeBackend { return dispatchtest.New(auto) }
 
-func (b *fakeBackend) Attach(ev backend.Events)                     { b.ev = ev }
-func (b *fakeBackend) Deploy(context.Context, stack.Function) error { return nil }
-func (b *fakeBackend) Undeploy(context.Context, string) error       { return nil }
-func (b *fakeBackend) Close(context.Context) error                  { return nil }
-func (b *fakeBackend) Stop(inst backend.Instance) {
-	b.mu.Lock()
-	b.stopped = append(b.stopped, inst.ID)
-	mirrors := b.mirrors
-	b.mu.Unlock()
-	go func() {
-		b.ev.Exited(inst, nil)
-		for _, m := range mirrors {
-			m.Exited(inst, nil)
-		}
-	}()
-}
-
-func (b *fakeBackend) Start(fn string, n int) {
-	b.mu.Lock()
-	b.starts[fn] += n
-	b.mu.Unlock()
-	if b.auto {
-		for range n {
-			go b.ready(fn)
-		}
-	}
-}
-
-// ready makes one pending instance of fn ready.
-func (b *fakeBackend) ready(fn string) backend.Instance {
-	b.mu.Lock()
-	b.seq++
-	inst := backend.Instance{ID: fmt.Sprintf("%s-%d", fn, b.seq), Function: fn, Addr: "127.0.0.1:1", ColdStart: time.Millisecond}
-	b.mu.Unlock()
-	b.mu.Lock()
-	b.readyList = append(b.readyList, inst)
-	mirrors := b.mirrors
-	b.mu.Unlock()
-	b.ev.Ready(inst)
-	for _, m := range mirrors {
-		m.Ready(inst)
-	}
-	return inst
-}
-
-// crashOne reports an unexpected exit of a random instance made ready.
-func (b *fakeBackend) crashOne(i int) {
-	b.mu.Lock()
-	if len(b.readyList) == 0 {
-		b.mu.Unlock()
-		return
-	}
-	inst := b.readyList[i%len(b.readyList)]
-	b.mu.Unlock()
-	b.ev.Exited(inst, errors.New("killed"))
-}
-
-func (b *fakeBackend) started(fn string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.starts[fn]
-}
-
-func decl(name string, crit int) stack.Function {
-	f := stack.Function{Name: name, Command: "true", Criticality: crit, SizeSensitive: true}
-	f.Defaults()
-	return f
-}
+func decl(name string, crit int) stack.Function { return dispatchtest.Function(name, crit) }
 
 func newTestDispatcher(t *testing.T, cfg Config, be *fakeBackend, fns ...stack.Function) *Dispatcher {
 	t.Helper()
@@ -129,8 +50,8 @@ func TestColdRequestStartsAnInstanceAndRunsOnIt(t *testing.T) {
 		}
 		got <- l
 	}()
-	waitFor(t, func() bool { return be.started("f") == 1 })
-	inst := be.ready("f")
+	waitFor(t, func() bool { return be.Started("f") == 1 })
+	inst := be.MakeReady("f")
 	l := <-got
 	if l.Instance.ID != inst.ID {
 		t.Fatalf("ran on %q, want %q", l.Instance.ID, inst.ID)
@@ -194,7 +115,7 @@ func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
 		t.Fatalf("queued %d canceled %d", st.Queued, st.Stats.Canceled)
 	}
 	// The instance that comes up later finds nothing to run and stays idle.
-	be.ready("f")
+	be.MakeReady("f")
 	st, _ = d.Function("f")
 	if st.Running != 0 || st.Available != 1 {
 		t.Fatalf("running %d available %d", st.Running, st.Available)
@@ -210,8 +131,8 @@ func TestRepeatedStartFailuresFailTheQueue(t *testing.T) {
 		errc <- err
 	}()
 	for i := range startFailLimit {
-		waitFor(t, func() bool { return be.started("f") >= i+1 })
-		be.ev.Failed("f", errors.New("exec: not found"))
+		waitFor(t, func() bool { return be.Started("f") >= i+1 })
+		be.Events().Failed("f", errors.New("exec: not found"))
 		d.Plan() // the autoscaler retries the start
 	}
 	if err := <-errc; !errors.Is(err, ErrStartFailed) {
@@ -257,7 +178,7 @@ func TestBusyLessCriticalInstancesDrainForCritical(t *testing.T) {
 		got <- l
 	}()
 	waitFor(t, func() bool { st, _ := d.Function("high"); return st.Queued == 1 })
-	if be.started("high") != 0 {
+	if be.Started("high") != 0 {
 		t.Fatal("high started past the capacity")
 	}
 	busy.Release(time.Millisecond, 1) // low's instance drains and stops
@@ -340,7 +261,7 @@ func TestConcurrentRequestsAllEndCounted(t *testing.T) {
 			case <-chaos:
 				return
 			case <-time.After(2 * time.Millisecond):
-				be.crashOne(i * 7)
+				be.Crash(i * 7)
 			}
 		}
 	}()
@@ -385,13 +306,7 @@ func TestConcurrentRequestsAllEndCounted(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	dispatchtest.WaitFor(t, cond)
 }
 
 func TestCapacityBoundsOneLargeScaleUp(t *testing.T) {
@@ -400,7 +315,7 @@ func TestCapacityBoundsOneLargeScaleUp(t *testing.T) {
 	if err := d.Scale("f", 10); err != nil {
 		t.Fatal(err)
 	}
-	if got := be.started("f"); got != 3 || d.Live() != 3 {
+	if got := be.Started("f"); got != 3 || d.Live() != 3 {
 		t.Fatalf("started %d, live %d; want 3 with capacity 3", got, d.Live())
 	}
 }
@@ -469,8 +384,8 @@ func failOne(t *testing.T, d *Dispatcher, be *fakeBackend) backend.Instance {
 		}
 		got <- l
 	}()
-	waitFor(t, func() bool { return be.started("f") == 1 })
-	inst := be.ready("f")
+	waitFor(t, func() bool { return be.Started("f") == 1 })
+	inst := be.MakeReady("f")
 	l := <-got
 	l.Failed(errors.New("connection refused"))
 	return inst
@@ -511,8 +426,8 @@ func TestFailedRequestKeepsAHealthyInstance(t *testing.T) {
 	l.Release(time.Millisecond, 1)
 	st, _ := d.Function("f")
 	s := st.Stats
-	if s.InstanceErrors != 1 || s.Checks != 1 || s.Crashes != 0 || s.Stopped != 0 || be.started("f") != 1 || st.Available != 1 {
-		t.Fatalf("stats %+v available %d started %d: want the instance kept", s, st.Available, be.started("f"))
+	if s.InstanceErrors != 1 || s.Checks != 1 || s.Crashes != 0 || s.Stopped != 0 || be.Started("f") != 1 || st.Available != 1 {
+		t.Fatalf("stats %+v available %d started %d: want the instance kept", s, st.Available, be.Started("f"))
 	}
 }
 
@@ -536,16 +451,14 @@ func TestFailedRequestStopsAnUnhealthyInstance(t *testing.T) {
 	}()
 	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
 	gc.verdict <- errors.New("no answer")
-	waitFor(t, func() bool { return be.started("f") == 2 })
-	next := be.ready("f")
+	waitFor(t, func() bool { return be.Started("f") == 2 })
+	next := be.MakeReady("f")
 	l := <-got
 	if l.Instance.ID != next.ID {
 		t.Fatalf("ran on %q, want the replacement %q", l.Instance.ID, next.ID)
 	}
 	l.Release(time.Millisecond, 1)
-	be.mu.Lock()
-	stopped := append([]string(nil), be.stopped...)
-	be.mu.Unlock()
+	stopped := be.Stopped()
 	st, _ := d.Function("f")
 	if len(stopped) != 1 || stopped[0] != inst.ID || st.Stats.Crashes != 1 || st.Stats.Checks != 1 {
 		t.Fatalf("stopped %v stats %+v: want %q stopped as crashed", stopped, st.Stats, inst.ID)
@@ -573,8 +486,8 @@ func TestConcurrentFailuresCheckOnce(t *testing.T) {
 			leases <- l
 		}()
 	}
-	waitFor(t, func() bool { return be.started("f") == 1 })
-	be.ready("f")
+	waitFor(t, func() bool { return be.Started("f") == 1 })
+	be.MakeReady("f")
 	wg.Wait()
 	close(leases)
 	var fw sync.WaitGroup
@@ -658,18 +571,6 @@ func (f *hookedFactory) get(app string) *hooked {
 	return f.byApp[app]
 }
 
-// readyWith makes one pending instance of fn ready with the given
-// measured cold start.
-func (b *fakeBackend) readyWith(fn string, cold time.Duration) backend.Instance {
-	b.mu.Lock()
-	b.seq++
-	inst := backend.Instance{ID: fmt.Sprintf("%s-%d", fn, b.seq), Function: fn, Addr: "127.0.0.1:1", ColdStart: cold}
-	b.readyList = append(b.readyList, inst)
-	b.mu.Unlock()
-	b.ev.Ready(inst)
-	return inst
-}
-
 // The policy plans new instances with the measured cold start, not the
 // declared one: every measurement reaches it (a moving average), and a
 // policy built later, when the function joins an app, starts from it.
@@ -684,9 +585,9 @@ func TestMeasuredColdStartReachesThePolicy(t *testing.T) {
 		t.Fatalf("before any start the policy plans with %v, want the declared 1s", got)
 	}
 	d.Plan() // starts f's minimum of two
-	waitFor(t, func() bool { return be.started("f") == 2 })
-	be.readyWith("f", 300*time.Millisecond)
-	be.readyWith("f", 400*time.Millisecond)
+	waitFor(t, func() bool { return be.Started("f") == 2 })
+	be.ReadyWith("f", 300*time.Millisecond)
+	be.ReadyWith("f", 400*time.Millisecond)
 	h := pf.get("f")
 	h.mu.Lock()
 	got := append([]time.Duration(nil), h.coldStarts...)
@@ -709,7 +610,7 @@ func TestMeasuredColdStartReachesThePolicy(t *testing.T) {
 	if err := d.Scale("g", 1); err != nil {
 		t.Fatal(err)
 	}
-	be.readyWith("g", 200*time.Millisecond)
+	be.ReadyWith("g", 200*time.Millisecond)
 	app := pf.get("app")
 	app.mu.Lock()
 	defer app.mu.Unlock()
@@ -739,7 +640,7 @@ func TestArrivalAtChainHeadRunsLookAhead(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("an arrival at the chain's second function ran the look-ahead %d times", n)
 	}
-	startedG := be.started("g")
+	startedG := be.Started("g")
 	go func() { _, _ = d.Acquire(ctx, req("f")) }()
 	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
 	h.mu.Lock()
@@ -748,7 +649,7 @@ func TestArrivalAtChainHeadRunsLookAhead(t *testing.T) {
 	if len(las) != 1 || las[0][0].Queued != 1 || len(las[0][0].Queue) != 1 || las[0][1].Queued != 1 {
 		t.Fatalf("look-aheads %+v: want one, seeing the request queued at the head and the one at g", las)
 	}
-	if got := be.started("g"); got != startedG+2 {
+	if got := be.Started("g"); got != startedG+2 {
 		t.Fatalf("g started %d instances after the arrival at f, want %d more", got-startedG, 2)
 	}
 }
@@ -824,7 +725,7 @@ func TestCorePolicyLookAheadOnArrival(t *testing.T) {
 	defer cancel()
 	go func() { _, _ = d.Acquire(ctx, req("f")) }()
 	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
-	if be.started("g") == 0 {
+	if be.Started("g") == 0 {
 		t.Fatal("no instance of g started at the arrival at f: the look-ahead did not run")
 	}
 }

@@ -21,7 +21,7 @@ func (e events) Ready(inst backend.Instance) {
 	defer d.mu.Unlock()
 	now := d.cfg.Now()
 	fn, ok := d.fns[inst.Function]
-	if d.role == Follower {
+	if !d.peers.Decides() {
 		d.lockedAdopt(fn, inst, now)
 		return
 	}
@@ -36,17 +36,14 @@ func (e events) Ready(inst backend.Instance) {
 	d.lockedMeasuredColdStart(fn, inst.ColdStart)
 	fn.stats.Ready++
 	fn.stats.ColdStartSum += inst.ColdStart
-	in := &instance{Instance: inst, fn: fn, slots: fn.decl.Concurrency, idleSince: now}
+	in := &instance{Instance: inst, fn: fn, slots: d.peers.Slots(inst.ID, fn.decl.Concurrency), idleSince: now}
 	d.seq += 2
 	in.created, in.freedSeq = d.seq-1, d.seq
-	if d.role == Leader {
-		in.slots = 0 // lockedShare grants them
-	}
 	fn.ready = append(fn.ready, in)
 	d.byID[inst.ID] = in
 	d.lockedRunBound(in, now)
 	d.lockedFeed(in, now)
-	d.lockedShare(fn, now)
+	d.peers.Changed(Locked{d}, fn.decl.Name)
 }
 
 // lockedRunBound gives a new instance to the request waiting longest for
@@ -72,8 +69,9 @@ func (d *Dispatcher) lockedUnbind(fn *function) {
 	}
 }
 
-// lockedAdopt takes, on a follower, an instance the backend reports: the
-// leader started it, and grants the slots this replica may use on it.
+// lockedAdopt takes, on a replica that does not decide, an instance the
+// backend reports: the replica that decides started it, and says how many
+// of its slots this one may use.
 func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.Time) {
 	if fn == nil || d.closed || d.byID[inst.ID] != nil {
 		return
@@ -81,7 +79,9 @@ func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.T
 	d.lockedAdvance(now)
 	d.live++
 	fn.stats.Ready++
-	in := &instance{Instance: inst, fn: fn, slots: min(d.fol.slots[inst.ID], fn.decl.Concurrency), idleSince: now}
+	in := &instance{Instance: inst, fn: fn, slots: d.peers.Slots(inst.ID, fn.decl.Concurrency), idleSince: now}
+	d.seq += 2
+	in.created, in.freedSeq = d.seq-1, d.seq
 	fn.ready = append(fn.ready, in)
 	d.byID[inst.ID] = in
 	d.lockedFeed(in, now)
@@ -129,8 +129,8 @@ func (e events) Exited(inst backend.Instance, err error) {
 	fn := in.fn
 	fn.ready = slices.DeleteFunc(fn.ready, func(x *instance) bool { return x == in })
 	d.live--
-	if d.role == Follower && err == nil {
-		fn.stats.Stopped++ // the leader retired it
+	if !d.peers.Decides() && err == nil {
+		fn.stats.Stopped++ // the replica that decides retired it
 		return
 	}
 	fn.stats.Crashes++

@@ -33,9 +33,6 @@ type function struct {
 	// failStreak counts starts in a row that failed.
 	failStreak int
 	stats      FunctionStats
-	// peerQueued counts, on a leader, the requests queued at the other
-	// replicas.
-	peerQueued int
 }
 
 // liveCount is the instances serving or starting; draining ones are on
@@ -67,14 +64,14 @@ type instance struct {
 	// health check answers.
 	suspect bool
 	gone    bool
-	// remote counts, on a leader, the requests other replicas run here.
-	remote int
 }
 
 func (in *instance) free() int { return in.slots - len(in.running) }
 
-// idle reports an instance no replica runs anything on.
-func (in *instance) idle() bool { return len(in.running) == 0 && in.remote == 0 }
+// lockedIdle reports an instance no replica runs anything on.
+func (d *Dispatcher) lockedIdle(in *instance) bool {
+	return len(in.running) == 0 && d.peers.Running(in.ID) == 0
+}
 
 // call is one request at one function.
 type call struct {
@@ -113,12 +110,12 @@ func (in *instance) order() policy.Idle {
 	return policy.Idle{Created: in.created, FreedSeq: in.freedSeq}
 }
 
-// lockedOldestIdle is the idle instance policy.RetiresBefore picks, or
-// nil; with expired set, only one idle since limit or earlier.
-func (f *function) lockedOldestIdle(limit time.Time, expired bool) *instance {
+// lockedOldestIdle is the idle instance of f policy.RetiresBefore picks,
+// or nil; with expired set, only one idle since limit or earlier.
+func (d *Dispatcher) lockedOldestIdle(f *function, limit time.Time, expired bool) *instance {
 	var best *instance
 	for _, in := range f.ready {
-		if in.draining || !in.idle() || (expired && in.idleSince.After(limit)) {
+		if in.draining || !d.lockedIdle(in) || (expired && in.idleSince.After(limit)) {
 			continue
 		}
 		if best == nil || policy.RetiresBefore(in.order(), best.order()) {
@@ -133,20 +130,22 @@ func (f *function) claim() policy.Claim {
 	return policy.Claim{Criticality: f.decl.Criticality, Queued: f.queue.Len()}
 }
 
-// scale is what policy.Apply needs to know of the function.
-func (f *function) scale() policy.Scale {
-	c := f.counts()
+// lockedScale is what policy.Apply needs to know of f.
+func (d *Dispatcher) lockedScale(f *function) policy.Scale {
+	c := d.lockedCounts(f)
 	return policy.Scale{Live: c.Live, Idle: c.Idle, Queued: f.queue.Len(), MinScale: f.decl.MinScale, MaxScale: f.decl.MaxScale}
 }
 
-func (f *function) counts() policy.Counts {
-	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + f.peerQueued}
+// lockedCounts is what the policy counts of f: its instances, and its
+// requests queued here and at the other replicas.
+func (d *Dispatcher) lockedCounts(f *function) policy.Counts {
+	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + d.peers.Queued(f.decl.Name)}
 	for _, in := range f.ready {
 		if in.draining {
 			continue
 		}
 		c.Live++
-		if in.idle() {
+		if d.lockedIdle(in) {
 			c.Idle++
 		}
 	}

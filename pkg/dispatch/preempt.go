@@ -47,7 +47,7 @@ func (d *Dispatcher) lockedVictim(fn *function, idle bool) *instance {
 			continue
 		}
 		for _, in := range other.ready {
-			if in.draining || in.idle() != idle {
+			if in.draining || d.lockedIdle(in) != idle {
 				continue
 			}
 			if best == nil || policy.YieldsBefore(in.yielder(), best.yielder()) {
@@ -87,5 +87,5 @@ func (d *Dispatcher) lockedDrain(in *instance) {
 // lockedDrained reports a draining instance that may stop now: nothing
 // runs on it here or elsewhere, and no other replica holds a slot on it.
 func (d *Dispatcher) lockedDrained(in *instance) bool {
-	return in.draining && in.idle() && !d.lockedPeersHold(in)
+	return in.draining && d.lockedIdle(in) && !d.peers.Holds(in.fn.decl.Name, in.ID)
 }

@@ -32,11 +32,11 @@ func (d *Dispatcher) Load(ctx context.Context, s *stack.Stack) error {
 	return nil
 }
 
-// Deploy adds a function; ErrExists if it is already deployed, and
-// ErrScaledOut on a replica of a scaled-out gateway.
+// Deploy adds a function; ErrExists if it is already deployed, and the
+// peers' refusal (ErrRefused) where they allow no writes.
 func (d *Dispatcher) Deploy(ctx context.Context, f stack.Function) error {
-	if d.scaledOut() {
-		return ErrScaledOut
+	if err := d.writable(); err != nil {
+		return err
 	}
 	return d.deploy(ctx, f)
 }
@@ -102,8 +102,8 @@ func (d *Dispatcher) register(f stack.Function) error {
 // Update replaces a function's declaration. Its instances drain and new
 // ones start with the new declaration; queued requests keep their place.
 func (d *Dispatcher) Update(ctx context.Context, f stack.Function) error {
-	if d.scaledOut() {
-		return ErrScaledOut
+	if err := d.writable(); err != nil {
+		return err
 	}
 	if err := f.Validate(); err != nil {
 		return err
@@ -148,8 +148,8 @@ func (d *Dispatcher) lockedRedeclare(fn *function, f stack.Function) error {
 // Remove undeploys a function. A function an app chains cannot be removed
 // before the app.
 func (d *Dispatcher) Remove(ctx context.Context, name string) error {
-	if d.scaledOut() {
-		return ErrScaledOut
+	if err := d.writable(); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	fn, ok := d.fns[name]
@@ -179,8 +179,8 @@ func (d *Dispatcher) Remove(ctx context.Context, name string) error {
 // DeployApp chains deployed functions into an app with one policy. A
 // function belongs to at most one app.
 func (d *Dispatcher) DeployApp(a stack.App) error {
-	if d.scaledOut() {
-		return ErrScaledOut
+	if err := d.writable(); err != nil {
+		return err
 	}
 	return d.deployApp(a)
 }
@@ -232,8 +232,8 @@ func (d *Dispatcher) deployApp(a stack.App) error {
 func (d *Dispatcher) RemoveApp(name string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.role != Solo {
-		return ErrScaledOut
+	if err := d.peers.Writes(); err != nil {
+		return err
 	}
 	g, ok := d.apps[name]
 	if !ok {
@@ -272,4 +272,11 @@ func (d *Dispatcher) lockedFailQueued(fn *function, err error) {
 	for _, c := range failed {
 		c.fail(err)
 	}
+}
+
+// writable is nil when the peers allow API writes to the functions.
+func (d *Dispatcher) writable() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.peers.Writes()
 }

@@ -8,7 +8,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
@@ -48,7 +47,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 func (d *Dispatcher) Plan() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed || d.role == Follower {
+	if d.closed || !d.peers.Decides() {
 		return
 	}
 	now := d.cfg.Now()
@@ -56,33 +55,18 @@ func (d *Dispatcher) Plan() {
 		d.lockedPlanGroup(g, now)
 	}
 	d.lockedGrant(now)
-	if d.role == Leader {
-		d.lockedStopDrained(now)
-		d.lockedShareAll(now)
-	}
+	d.peers.Planned(Locked{d})
 }
 
-// lockedStopDrained stops, on a leader, the draining instances whose last
-// requests at other replicas have finished, and whose slots no replica
-// holds any more, since they began to drain.
-func (d *Dispatcher) lockedStopDrained(now time.Time) {
-	for _, fn := range d.fns {
-		for _, in := range slices.Clone(fn.ready) {
-			if d.lockedDrained(in) {
-				d.lockedStop(in, now)
-			}
-		}
-	}
-}
-
-// lockedRetireOne takes an idle instance out. On a leader whose peers
-// still hold slots on it, it drains instead: the grants are withdrawn, and
-// lockedStopDrained stops it once every replica has reported letting go,
-// so no replica sends a request to an instance on its way out.
+// lockedRetireOne takes an idle instance out. While other replicas may
+// still hold slots on it, it drains instead, and the peers hear of it:
+// they withdraw those slots and stop it (Locked.StopDrained) once every
+// replica has let go, so no replica sends a request to an instance on its
+// way out.
 func (d *Dispatcher) lockedRetireOne(in *instance, now time.Time) {
-	if d.role == Leader && d.lockedPeersHold(in) {
+	if d.peers.Holds(in.fn.decl.Name, in.ID) {
 		in.draining = true
-		d.lockedShare(in.fn, now)
+		d.peers.Changed(Locked{d}, in.fn.decl.Name)
 		return
 	}
 	d.lockedStop(in, now)
@@ -104,7 +88,7 @@ func (d *Dispatcher) lockedPlanGroup(g *group, now time.Time) {
 // retirements first, then starts within the capacity. Arrivals pass
 // through it too, so a request is never stranded.
 func (d *Dispatcher) lockedApply(fn *function, dec policy.Decision, now time.Time) {
-	add, retire, err := policy.Apply(dec, fn.scale())
+	add, retire, err := policy.Apply(dec, d.lockedScale(fn))
 	if err != nil {
 		d.cfg.Logger.Error("the policy returned a decision no driver can apply", "function", fn.decl.Name, "err", err)
 		return
@@ -116,8 +100,8 @@ func (d *Dispatcher) lockedApply(fn *function, dec policy.Decision, now time.Tim
 // lockedScaleUp starts up to n instances of fn within its maximum and the
 // capacity; what capacity holds back is remembered in want.
 func (d *Dispatcher) lockedScaleUp(fn *function, n int, now time.Time) {
-	if d.role == Follower {
-		return // the leader scales, from this replica's reports
+	if !d.peers.Decides() {
+		return // the replica that decides scales, from this one's reports
 	}
 	n = min(n, fn.decl.MaxScale-fn.liveCount())
 	start := 0
@@ -147,7 +131,7 @@ func (d *Dispatcher) lockedStart(fn *function, n int, now time.Time) {
 // lockedGrant hands free capacity to the functions capacity held back,
 // the most critical first.
 func (d *Dispatcher) lockedGrant(now time.Time) {
-	for d.role != Follower && (d.cfg.Capacity == 0 || d.live < d.cfg.Capacity) {
+	for d.peers.Decides() && (d.cfg.Capacity == 0 || d.live < d.cfg.Capacity) {
 		// Groups and chains in deploy order, so that ties go the same way
 		// every run, as in the simulator.
 		var best *function
@@ -181,7 +165,7 @@ func (d *Dispatcher) lockedEnsureProgress(fn *function, now time.Time) {
 // order; policy.Apply has kept the function's minimum.
 func (d *Dispatcher) lockedRetire(fn *function, n int, now time.Time) {
 	for ; n > 0; n-- {
-		in := fn.lockedOldestIdle(time.Time{}, false)
+		in := d.lockedOldestIdle(fn, time.Time{}, false)
 		if in == nil {
 			return
 		}
@@ -203,7 +187,7 @@ func (d *Dispatcher) lockedReclaimIdle(fn *function, now time.Time) {
 // limit or earlier, down to the function's minimum.
 func (d *Dispatcher) lockedExpire(fn *function, limit time.Time) {
 	for fn.liveCount() > fn.decl.MinScale {
-		in := fn.lockedOldestIdle(limit, true)
+		in := d.lockedOldestIdle(fn, limit, true)
 		if in == nil {
 			return
 		}
@@ -217,7 +201,7 @@ func (d *Dispatcher) lockedExpire(fn *function, limit time.Time) {
 func (d *Dispatcher) Expire() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed || d.role == Follower {
+	if d.closed || !d.peers.Decides() {
 		return
 	}
 	now := d.cfg.Now()
@@ -248,7 +232,7 @@ func (d *Dispatcher) NextExpiry() (time.Time, bool) {
 				continue // at its minimum nothing of fn expires
 			}
 			for _, in := range fn.ready {
-				if at := in.idleSince.Add(keep); !in.draining && in.idle() && (next.IsZero() || at.Before(next)) {
+				if at := in.idleSince.Add(keep); !in.draining && d.lockedIdle(in) && (next.IsZero() || at.Before(next)) {
 					next = at
 				}
 			}
@@ -259,32 +243,30 @@ func (d *Dispatcher) NextExpiry() (time.Time, bool) {
 
 // lockedView describes fn to the policy.
 func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
-	v.Counts = fn.counts()
+	v.Counts = d.lockedCounts(fn)
 	v.MaxWait = 0
 	if enq, ok := fn.queue.OldestEnq(); ok {
 		v.MaxWait = time.Duration(d.nanos(now) - enq)
 	}
 	v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
 	detailed := fn.g.pol.Caps().Detailed
-	if d.role == Leader {
-		d.lockedPeerView(fn, detailed, func(queued bool, it PeerItem) {
-			if queued {
-				v.MaxWait = max(v.MaxWait, it.Age)
-			}
-			if !detailed {
-				return
-			}
-			pred := fn.g.pol.Estimate(fn.idx, it.Size)
-			if queued {
-				v.Queue = append(v.Queue, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
-				return
-			}
-			v.Running = append(v.Running, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
-			if in := d.byID[it.Instance]; in != nil && in.fn == fn && !in.draining {
-				v.Free = append(v.Free, max(0, pred-it.Age))
-			}
-		})
-	}
+	d.peers.Requests(fn.decl.Name, detailed, func(queued bool, it Item) {
+		if queued {
+			v.MaxWait = max(v.MaxWait, it.Age)
+		}
+		if !detailed {
+			return
+		}
+		pred := fn.g.pol.Estimate(fn.idx, it.Size)
+		if queued {
+			v.Queue = append(v.Queue, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
+			return
+		}
+		v.Running = append(v.Running, policy.Item{Size: it.Size, Exec: pred, Waited: it.Age})
+		if in := d.byID[it.Instance]; in != nil && in.fn == fn && !in.draining {
+			v.Free = append(v.Free, max(0, pred-it.Age))
+		}
+	})
 	if !detailed {
 		return
 	}
@@ -304,12 +286,9 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 		if in.suspect {
 			continue // its free slots wait for its health check
 		}
-		free := in.free()
-		if d.role == Leader {
-			// Every slot no replica runs on is free to the plan, whoever
-			// it is granted to: grants follow demand.
-			free = fn.decl.Concurrency - len(in.running) - in.remote
-		}
+		// Every slot no replica runs on is free to the plan, whoever it
+		// is granted to: grants follow demand.
+		free := fn.decl.Concurrency - len(in.running) - d.peers.Running(in.ID)
 		for range free {
 			v.Free = append(v.Free, 0)
 		}
@@ -336,7 +315,7 @@ func (d *Dispatcher) lockedMeasuredColdStart(fn *function, c time.Duration) {
 // next tick.
 func (d *Dispatcher) lockedLookAhead(fn *function, now time.Time) {
 	g := fn.g
-	if d.role == Follower || !g.con.LookAheadDue(now, fn.idx, len(g.chain)) {
+	if !d.peers.Decides() || !g.con.LookAheadDue(now, fn.idx, len(g.chain)) {
 		return
 	}
 	for i, f := range g.chain {
@@ -354,9 +333,10 @@ func (d *Dispatcher) Scale(name string, n int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fn, ok := d.fns[name]
+	if err := d.peers.Writes(); err != nil {
+		return err
+	}
 	switch {
-	case d.role != Solo:
-		return ErrScaledOut
 	case !ok:
 		return fmt.Errorf("%w: function %q", ErrNotFound, name)
 	case n < 0 || n > fn.decl.MaxScale:

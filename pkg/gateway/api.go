@@ -279,7 +279,7 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, dispatch.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrScaledOut), errors.Is(err, dispatch.ErrNotFollower):
+	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrRefused):
 		code = http.StatusConflict
 	case errors.Is(err, dispatch.ErrQueueFull):
 		w.Header().Set("Retry-After", "1")

@@ -32,6 +32,10 @@ type Config struct {
 	// Registry receives the gateway's metrics (default: a new one, with
 	// the Go runtime's and the process's collectors).
 	Registry *prometheus.Registry
+	// Routes are more management routes, by pattern, behind Auth like
+	// the others: what a layer over the dispatcher serves (pkg/scaleout's
+	// sync between replicas).
+	Routes map[string]http.Handler
 }
 
 // Gateway is an http.Handler.
@@ -88,7 +92,9 @@ func (g *Gateway) routes() {
 	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
 	g.mux.Handle("GET /system/info", admin(g.info))
 	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
-	g.mux.Handle("POST "+PeerSyncPath, admin(g.peerSync))
+	for pattern, h := range g.cfg.Routes {
+		g.mux.Handle(pattern, admin(h.ServeHTTP))
+	}
 	g.mux.HandleFunc("/function/{name}", g.invokeFunction)
 	g.mux.HandleFunc("/function/{name}/{path...}", g.invokeFunction)
 	g.mux.HandleFunc("POST /app/{name}", g.invokeApp)

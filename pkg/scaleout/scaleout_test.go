@@ -62,22 +62,23 @@ func TestSyncCarriesAFollowersArrivalToTheLeader(t *testing.T) {
 	f := stack.Function{Name: "f", Command: "true"}
 	f.Defaults()
 	s := &stack.Stack{Functions: []stack.Function{f}}
-	newD := func() *dispatch.Dispatcher {
-		d, err := dispatch.New(dispatch.Config{Role: dispatch.Follower}, noInstances{})
+	newReplica := func() *Replica {
+		r := NewReplica()
+		d, err := dispatch.New(dispatch.Config{Peers: r}, noInstances{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Load(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
-		return d
+		return r
 	}
-	leader, follower := newD(), newD()
+	leader, follower := newReplica(), newReplica()
 	if err := leader.Lead(); err != nil {
 		t.Fatal(err)
 	}
 	auth := gateway.NewAuth("", "", "secret")
-	srv := httptest.NewServer(gateway.New(gateway.Config{Dispatcher: follower, Auth: auth}))
+	srv := httptest.NewServer(gateway.New(gateway.Config{Dispatcher: follower.d, Auth: auth, Routes: follower.Routes()}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
@@ -85,9 +86,9 @@ func TestSyncCarriesAFollowersArrivalToTheLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		_, _ = follower.Acquire(ctx, dispatch.Request{Function: "f", Size: 1, Deadline: time.Now().Add(time.Minute)})
+		_, _ = follower.d.Acquire(ctx, dispatch.Request{Function: "f", Size: 1, Deadline: time.Now().Add(time.Minute)})
 	}()
-	for st, _ := follower.Function("f"); st.Queued == 0; st, _ = follower.Function("f") {
+	for st, _ := follower.d.Function("f"); st.Queued == 0; st, _ = follower.d.Function("f") {
 		time.Sleep(time.Millisecond)
 	}
 
@@ -98,7 +99,7 @@ func TestSyncCarriesAFollowersArrivalToTheLeader(t *testing.T) {
 		{func(*http.Request) {}, 0}, // refused: 401, nothing folded
 		{auth.Sign, 1},
 	} {
-		sy := &syncer{cfg: Config{Dispatcher: leader, Sign: tc.sign}, client: http.DefaultClient, busy: map[string]bool{}, m: newMetrics(nil)}
+		sy := &syncer{cfg: Config{Replica: leader, Sign: tc.sign}, client: http.DefaultClient, busy: map[string]bool{}, m: newMetrics(nil)}
 		if err := leader.SetPeers([]string{"gw-1"}); err != nil {
 			t.Fatal(err)
 		}
@@ -122,5 +123,39 @@ func TestRunRefusesAnIncompleteConfig(t *testing.T) {
 		if err := Run(context.Background(), cfg); err == nil {
 			t.Errorf("%s: Run started", name)
 		}
+	}
+}
+
+// Over HTTP, a replica's gateway refuses API writes to its functions with
+// 409, as the layer refuses them, and a leader refuses a sync with 409.
+func TestAReplicasGatewayRefusesWritesAndTheLeaderRefusesSyncs(t *testing.T) {
+	r := NewReplica()
+	d, err := dispatch.New(dispatch.Config{Peers: r}, noInstances{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gateway.New(gateway.Config{Dispatcher: d, Routes: r.Routes()}))
+	defer srv.Close()
+	post := func(path, body string) int {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deploy := `{"service": "g", "image": "any", "envProcess": "true"}`
+	if code := post("/system/functions", deploy); code != http.StatusConflict {
+		t.Errorf("deploy on a replica: %d, want 409", code)
+	}
+	if code := post(PeerSyncPath, `{"slots": {"x": -1}}`); code != http.StatusBadRequest {
+		t.Errorf("a negative grant: %d, want 400", code)
+	}
+	if err := r.Lead(); err != nil {
+		t.Fatal(err)
+	}
+	if code := post(PeerSyncPath, `{}`); code != http.StatusConflict {
+		t.Errorf("sync to the leader: %d, want 409", code)
 	}
 }

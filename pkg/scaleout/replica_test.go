@@ -1,4 +1,4 @@
-package dispatch
+package scaleout
 
 import (
 	"context"
@@ -11,78 +11,34 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/dispatch/dispatchtest"
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/stack"
 )
 
-func TestShareTargets(t *testing.T) {
-	for _, tc := range []struct {
-		demand []int
-		slots  int
-		want   []int
-	}{
-		{[]int{0, 0}, 2, []int{1, 1}},
-		{[]int{0, 0}, 1, []int{1, 0}},
-		{[]int{0, 0, 0}, 4, []int{2, 1, 1}},
-		{[]int{10, 1}, 2, []int{1, 1}}, // one each before proportion
-		{[]int{10, 0}, 4, []int{4, 0}},
-		{[]int{1, 3}, 8, []int{3, 5}}, // 1+1 each, then 1.5 and 4.5: the tie to the first
-		{[]int{5, 5, 5}, 1, []int{1, 0, 0}},
-		{[]int{0, 7}, 3, []int{0, 3}},
-		{[]int{3}, 0, []int{0}},
-	} {
-		got := shareTargets(tc.demand, tc.slots)
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("shareTargets(%v, %d) = %v, want %v", tc.demand, tc.slots, got, tc.want)
-		}
-	}
-	// Whatever the demand, every slot goes to someone, once.
-	r := rand.New(rand.NewPCG(1, 2))
-	for range 2000 {
-		demand := make([]int, 1+r.IntN(6))
-		for i := range demand {
-			if r.IntN(3) > 0 {
-				demand[i] = r.IntN(50)
-			}
-		}
-		slots := r.IntN(40)
-		got := shareTargets(demand, slots)
-		if sum(got) != slots {
-			t.Fatalf("shareTargets(%v, %d) = %v hands out %d", demand, slots, got, sum(got))
-		}
-		for i := range got {
-			if got[i] < 0 || sum(demand) > 0 && demand[i] == 0 && got[i] > 0 {
-				t.Fatalf("shareTargets(%v, %d) = %v", demand, slots, got)
-			}
-		}
-	}
-}
-
-// replicas is a leader and followers in one process: the leader's backend
+// gateways is a leader and followers in one process: the leader's backend
 // tells every follower of the instances it starts and stops, as their
 // own backends would from the EndpointSlices, and sync exchanges a grant
 // and a report with one follower.
-type replicas struct {
-	be        *fakeBackend
-	leader    *Dispatcher
-	followers map[string]*Dispatcher
+type gateways struct {
+	be        *dispatchtest.Backend
+	leader    *node
+	followers map[string]*node
 	// lose drops a report on its way back, as a timed-out sync would.
 	lose func() bool
 }
 
-func newReplicas(t *testing.T, cfg Config, n int, fns ...stack.Function) *replicas {
+func newReplicas(t *testing.T, cfg dispatch.Config, n int, fns ...stack.Function) *gateways {
 	t.Helper()
-	rs := &replicas{be: newFake(true), followers: map[string]*Dispatcher{}, lose: func() bool { return false }}
-	lcfg := cfg
-	lcfg.Role = Follower
-	rs.leader = newScaledOut(t, lcfg, rs.be, fns...)
+	rs := &gateways{be: dispatchtest.New(true), followers: map[string]*node{}, lose: func() bool { return false }}
+	rs.leader = newNode(t, cfg, rs.be, fns...)
 	for i := range n {
 		fcfg := cfg
-		fcfg.Role = Follower
 		fcfg.NewPolicy = nil
-		d := newScaledOut(t, fcfg, &followBackend{}, fns...)
-		rs.followers[fmt.Sprintf("gw-%d", i)] = d
-		rs.be.mirrors = append(rs.be.mirrors, events{d})
+		fb := &followBackend{Backend: dispatchtest.New(false)}
+		rs.followers[fmt.Sprintf("gw-%d", i)] = newNode(t, fcfg, fb, fns...)
+		rs.be.Mirror(fb.Events())
 	}
 	if err := rs.leader.Lead(); err != nil {
 		t.Fatal(err)
@@ -97,19 +53,38 @@ func newReplicas(t *testing.T, cfg Config, n int, fns ...stack.Function) *replic
 	return rs
 }
 
-func newScaledOut(t *testing.T, cfg Config, be backend.Backend, fns ...stack.Function) *Dispatcher {
+// node is one replica: its dispatcher and the layer over it.
+type node struct {
+	*dispatch.Dispatcher
+	*Replica
+}
+
+func newNode(t *testing.T, cfg dispatch.Config, be backend.Backend, fns ...stack.Function) *node {
 	t.Helper()
-	d, err := New(cfg, be)
+	r := NewReplica()
+	cfg.Peers = r
+	d, err := dispatch.New(cfg, be)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Load(context.Background(), &stack.Stack{Functions: fns}); err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return &node{Dispatcher: d, Replica: r}
 }
 
-func (rs *replicas) sync(t *testing.T, id string) {
+func decl(name string, crit int) stack.Function { return dispatchtest.Function(name, crit) }
+
+func req(fn string) dispatch.Request {
+	return dispatch.Request{Function: fn, Size: 100, Deadline: time.Now().Add(time.Second)}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	dispatchtest.WaitFor(t, cond)
+}
+
+func (rs *gateways) sync(t *testing.T, id string) {
 	g, ok := rs.leader.GrantFor(id)
 	if !ok {
 		t.Errorf("the leader has no grant for %s", id)
@@ -128,7 +103,7 @@ func (rs *replicas) sync(t *testing.T, id string) {
 	}
 }
 
-func (rs *replicas) syncAll(t *testing.T) {
+func (rs *gateways) syncAll(t *testing.T) {
 	for id := range rs.followers {
 		rs.sync(t, id)
 	}
@@ -136,7 +111,7 @@ func (rs *replicas) syncAll(t *testing.T) {
 
 // followBackend is a follower's: the test's leader backend reports its
 // instances, and a follower never asks for any.
-type followBackend struct{ fakeBackend }
+type followBackend struct{ *dispatchtest.Backend }
 
 func (b *followBackend) Start(fn string, n int) {
 	panic(fmt.Sprintf("a follower started %d of %s", n, fn))
@@ -152,7 +127,7 @@ func TestReplicasNeverOverloadAnInstance(t *testing.T) {
 	f.Concurrency = 2
 	f.MaxScale = 6
 	f.MaxQueue = 100000
-	rs := newReplicas(t, Config{Tick: time.Millisecond, IdleTimeout: 20 * time.Millisecond}, 2, f)
+	rs := newReplicas(t, dispatch.Config{Tick: time.Millisecond, IdleTimeout: 20 * time.Millisecond}, 2, f)
 	var lost atomic.Int64
 	rs.lose = func() bool { return lost.Add(1)%9 == 0 }
 	ctx, stop := context.WithCancel(context.Background())
@@ -165,7 +140,7 @@ func TestReplicasNeverOverloadAnInstance(t *testing.T) {
 			// may use, or uses past its grant, never add up to more than
 			// the instance has.
 			total := map[string]int{}
-			for _, d := range []*Dispatcher{rs.leader, rs.followers["gw-0"], rs.followers["gw-1"]} {
+			for _, d := range []*node{rs.leader, rs.followers["gw-0"], rs.followers["gw-1"]} {
 				for id, n := range slotsOf(d) {
 					total[id] += n
 				}
@@ -182,7 +157,7 @@ func TestReplicasNeverOverloadAnInstance(t *testing.T) {
 	var mu sync.Mutex
 	inflight := map[string]int{}
 	worst := 0
-	ds := []*Dispatcher{rs.leader, rs.followers["gw-0"], rs.followers["gw-1"]}
+	ds := []*node{rs.leader, rs.followers["gw-0"], rs.followers["gw-1"]}
 	var wg sync.WaitGroup
 	var served atomic.Int64
 	const workers, each = 24, 40
@@ -260,7 +235,7 @@ func (c *countingPolicy) Complete(fn int, size float64, exec time.Duration, out 
 // sends what the leader has not acknowledged again.
 func TestFollowerSamplesReachTheLeaderOnce(t *testing.T) {
 	var pol *countingPolicy
-	cfg := Config{NewPolicy: func(name string, spec policy.Spec) (policy.Policy, error) {
+	cfg := dispatch.Config{NewPolicy: func(name string, spec policy.Spec) (policy.Policy, error) {
 		p, err := policy.New(name, spec)
 		pol = &countingPolicy{Policy: p}
 		return pol, err
@@ -314,11 +289,11 @@ func TestFollowerSamplesReachTheLeaderOnce(t *testing.T) {
 func TestTheLeaderStartsInstancesForAFollowersQueue(t *testing.T) {
 	f := decl("f", 0)
 	f.MinScale = 0
-	rs := newReplicas(t, Config{}, 1, f)
+	rs := newReplicas(t, dispatch.Config{}, 1, f)
 	fol := rs.followers["gw-0"]
 	got := serveOne(fol)
 	waitFor(t, func() bool { st, _ := fol.Function("f"); return st.Queued == 1 })
-	if rs.be.started("f") != 0 {
+	if rs.be.Started("f") != 0 {
 		t.Fatal("started an instance before the leader heard of the request")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -330,7 +305,7 @@ func TestTheLeaderStartsInstancesForAFollowersQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rs.be.started("f") == 0 {
+			if rs.be.Started("f") == 0 {
 				t.Fatal("served without the leader starting an instance")
 			}
 			return
@@ -346,8 +321,8 @@ func TestTheLeaderStartsInstancesForAFollowersQueue(t *testing.T) {
 // sync reaches only followers.
 func TestScaledOutRefusesWhatOnlyOneReplicaCouldDo(t *testing.T) {
 	f := decl("f", 0)
-	rs := newReplicas(t, Config{}, 1, f)
-	for name, d := range map[string]*Dispatcher{"leader": rs.leader, "follower": rs.followers["gw-0"]} {
+	rs := newReplicas(t, dispatch.Config{}, 1, f)
+	for name, d := range map[string]*node{"leader": rs.leader, "follower": rs.followers["gw-0"]} {
 		g := decl("g", 0)
 		for what, err := range map[string]error{
 			"deploy": d.Deploy(context.Background(), g),
@@ -370,21 +345,23 @@ func TestScaledOutRefusesWhatOnlyOneReplicaCouldDo(t *testing.T) {
 	if err := rs.leader.Fold("gw-0", Report{Functions: map[string]*FunctionReport{"f": {Arrivals: []float64{-1}}}}); err == nil {
 		t.Error("a negative arrival size was accepted")
 	}
-	if _, err := New(Config{Role: Leader}, newFake(false)); err == nil {
-		t.Error("a dispatcher started as leader")
+	if err := rs.leader.Lead(); err == nil {
+		t.Error("a leader led again")
 	}
 }
 
 // slotsOf is what each instance's slots look like from one replica.
-func slotsOf(d *Dispatcher) map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func slotsOf(n *node) map[string]int {
 	out := map[string]int{}
-	for id, in := range d.byID {
-		if !in.gone {
-			out[id] = max(in.slots, len(in.running))
+	n.WithLock(func(l dispatch.Locked) {
+		for name := range l.Functions() {
+			for _, in := range l.Instances(name) {
+				if !in.Gone {
+					out[in.ID] = max(in.Slots, in.Running)
+				}
+			}
 		}
-	}
+	})
 	return out
 }
 
@@ -394,7 +371,7 @@ func slotsOf(d *Dispatcher) map[string]int {
 func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 	f := decl("f", 0)
 	f.MinScale = 0
-	rs := newReplicas(t, Config{IdleTimeout: time.Millisecond}, 1, f)
+	rs := newReplicas(t, dispatch.Config{IdleTimeout: time.Millisecond}, 1, f)
 	fol := rs.followers["gw-0"]
 	// A request at the follower: the leader starts an instance for it and
 	// grants the follower its slot.
@@ -412,19 +389,15 @@ func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 			return false
 		}
 	})
-	inst := rs.be.readyList[0].ID
+	inst := rs.be.ReadyList()[0].ID
 	// The follower's report still says it holds the slot; the leader's
 	// idle reclaim drains the instance instead of stopping it.
-	rs.leader.mu.Lock()
-	p := rs.leader.peers["gw-0"]
-	p.granted = map[string]int{inst: 1}
-	rs.leader.mu.Unlock()
+	rs.leader.WithLock(func(dispatch.Locked) {
+		rs.leader.part.(*leader).peers["gw-0"].granted = map[string]int{inst: 1}
+	})
 	time.Sleep(2 * time.Millisecond)
 	rs.leader.Plan()
-	rs.be.mu.Lock()
-	stopped := len(rs.be.stopped)
-	rs.be.mu.Unlock()
-	if stopped != 0 {
+	if len(rs.be.Stopped()) != 0 {
 		t.Fatal("stopped an instance a follower still held a slot on")
 	}
 	if g, _ := rs.leader.GrantFor("gw-0"); g.Slots[inst] != 0 {
@@ -433,15 +406,14 @@ func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 	// The follower takes the withdrawn grant and reports; then it stops.
 	rs.syncAll(t)
 	waitFor(t, func() bool {
-		rs.be.mu.Lock()
-		defer rs.be.mu.Unlock()
-		return len(rs.be.stopped) == 1 && rs.be.stopped[0] == inst
+		stopped := rs.be.Stopped()
+		return len(stopped) == 1 && stopped[0] == inst
 	})
 }
 
 // serveOne sends one request to d in the background; the channel yields
 // its outcome once it has run (or failed).
-func serveOne(d *Dispatcher) <-chan error {
+func serveOne(d *node) <-chan error {
 	got := make(chan error, 1)
 	go func() {
 		l, err := d.Acquire(context.Background(), req("f"))
