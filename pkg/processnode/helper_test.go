@@ -237,15 +237,18 @@ func (tn *testNode) delete(t *testing.T, name string, grace int64) {
 	}
 }
 
-// gone waits until the pod has left the node.
+// gone waits until the pod has left the node: its processes, address and
+// folder are gone and GetPod no longer finds it.
 func (tn *testNode) gone(t *testing.T, name string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for tn.p.get("ns/"+name) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("pod %s still on the node after %v", name, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
+	r := tn.p.get("ns/" + name)
+	if r == nil {
+		return
+	}
+	select {
+	case <-r.gone:
+	case <-time.After(timeout):
+		t.Fatalf("pod %s still on the node after %v", name, timeout)
 	}
 }
 
