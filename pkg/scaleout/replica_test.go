@@ -371,7 +371,11 @@ func slotsOf(n *node) map[string]int {
 func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 	f := decl("f", 0)
 	f.MinScale = 0
-	rs := newReplicas(t, dispatch.Config{IdleTimeout: time.Millisecond}, 1, f)
+	// The clock stands still until the test moves it, so the instance
+	// turns idle for long enough only once the leader knows it is idle.
+	start, elapsed := time.Now(), atomic.Int64{}
+	now := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	rs := newReplicas(t, dispatch.Config{IdleTimeout: time.Millisecond, Now: now}, 1, f)
 	fol := rs.followers["gw-0"]
 	// A request at the follower: the leader starts an instance for it and
 	// grants the follower its slot.
@@ -389,13 +393,16 @@ func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 			return false
 		}
 	})
+	// The leader hears that the request finished: a report taken while
+	// it ran would keep the instance busy, and not idle, in its eyes.
+	rs.syncAll(t)
 	inst := rs.be.ReadyList()[0].ID
 	// The follower's report still says it holds the slot; the leader's
 	// idle reclaim drains the instance instead of stopping it.
 	rs.leader.WithLock(func(dispatch.Locked) {
 		rs.leader.part.(*leader).peers["gw-0"].granted = map[string]int{inst: 1}
 	})
-	time.Sleep(2 * time.Millisecond)
+	elapsed.Add(int64(2 * time.Millisecond))
 	rs.leader.Plan()
 	if len(rs.be.Stopped()) != 0 {
 		t.Fatal("stopped an instance a follower still held a slot on")
