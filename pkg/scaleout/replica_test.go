@@ -296,8 +296,17 @@ func TestTheLeaderStartsInstancesForAFollowersQueue(t *testing.T) {
 	if rs.be.Started("f") != 0 {
 		t.Fatal("started an instance before the leader heard of the request")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	rs.syncUntilServed(t, got)
+	if rs.be.Started("f") == 0 {
+		t.Fatal("served without the leader starting an instance")
+	}
+}
+
+// syncUntilServed syncs every follower and plans, as the leader's rounds
+// and ticks would, until the request behind got has been served.
+func (rs *gateways) syncUntilServed(t *testing.T, got <-chan error) {
+	t.Helper()
+	waitFor(t, func() bool {
 		rs.syncAll(t)
 		rs.leader.Plan()
 		select {
@@ -305,16 +314,11 @@ func TestTheLeaderStartsInstancesForAFollowersQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rs.be.Started("f") == 0 {
-				t.Fatal("served without the leader starting an instance")
-			}
-			return
-		case <-time.After(time.Millisecond):
+			return true
+		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the follower's request was never served")
-		}
-	}
+	})
 }
 
 // What would make replicas disagree is refused on every replica, and a
@@ -379,20 +383,7 @@ func TestTheLeaderRetiresAnInstanceOnlyOnceNoReplicaHoldsIt(t *testing.T) {
 	fol := rs.followers["gw-0"]
 	// A request at the follower: the leader starts an instance for it and
 	// grants the follower its slot.
-	got := serveOne(fol)
-	waitFor(t, func() bool {
-		rs.syncAll(t)
-		rs.leader.Plan()
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatal(err)
-			}
-			return true
-		default:
-			return false
-		}
-	})
+	rs.syncUntilServed(t, serveOne(fol))
 	// The leader hears that the request finished: a report taken while
 	// it ran would keep the instance busy, and not idle, in its eyes.
 	rs.syncAll(t)
