@@ -14,11 +14,13 @@ import (
 	"gantry.dev/gantry/pkg/stack"
 )
 
-// Run is the autoscaler: it plans every Tick until ctx ends, and between
-// ticks stops instances whose exact keep-alive ends (Expire). A keep-alive
-// ends at least a tick after the instance went idle, so the next expiry
-// read at each wake-up is never missed.
+// Run is the autoscaler: it plans at once and then every Tick until ctx
+// ends, as the simulator ticks from time zero, and between ticks stops
+// instances whose exact keep-alive ends (Expire). A keep-alive ends at
+// least a tick after the instance went idle, so the next expiry read at
+// each wake-up is never missed.
 func (d *Dispatcher) Run(ctx context.Context) {
+	d.Plan()
 	next := d.cfg.Now().Add(d.cfg.Tick)
 	timer := time.NewTimer(d.cfg.Tick)
 	defer timer.Stop()

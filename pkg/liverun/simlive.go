@@ -661,7 +661,7 @@ func (c *Comparison) markdown() string {
 	fmt.Fprintf(&b, "- per-request cost the simulator does not model (HTTP, dispatch, timer lateness): %.2f ms on an idle platform (median of %d calibration requests); "+
 		"during the run the live median response was %.1f ms longer than the simulator's expected one, and the last column adds that to the simulator's executions\n",
 		c.OverheadMs, calibrateRequests, c.ExcessMs)
-	fmt.Fprintf(&b, "- the load started at most %.1f ms after the policy's clock; the live policy's first window and tick come one tick (%.0f ms) after its deployment, the simulator's at 0\n",
+	fmt.Fprintf(&b, "- the load started at most %.1f ms after the policy's clock; both sides plan first at 0 (the live autoscaler at its deployment), then every %.0f ms\n",
 		c.LoadOffsetMs, c.TickMs)
 	fmt.Fprintf(&b, "- machine load average (1 min): %.2f before, %.2f after\n", c.LoadAvg[0], c.LoadAvg[1])
 	if c.Capacity > 0 {
