@@ -98,6 +98,8 @@ type core struct {
 	coldStart time.Duration
 	// instant is what LookAhead and Plan decided at the latest instant.
 	instant sameInstant
+	// chainMemo keeps chained predictions until the models change.
+	chainMemo map[chainKey]chainVal
 }
 
 func newCore(name string, p parts, spec Spec) (*core, error) {

@@ -40,6 +40,7 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 }
 
 func (c *core) refreshModels() {
+	clear(c.chainMemo) // the predictions it keeps were made with the old models
 	for i := range c.fns {
 		f := &c.fns[i]
 		f.execM, f.execOK = f.exec.Model()

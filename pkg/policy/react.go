@@ -112,11 +112,42 @@ func (c *core) lookAhead(f int, views []View) int {
 // upstreamItem is a request at function j < f with left time still to run
 // there; it reaches f after that plus the functions in between.
 func (c *core) upstreamItem(j, f int, size float64, left time.Duration) batch.Item {
-	lead := left
+	between, exec := c.chained(j, f, size)
+	return c.lateItem(exec, left+between+c.fns[f].spec.SLO)
+}
+
+// chained is, for a request of input size at function j, its predicted
+// execution time at each function after j and before f, summed, and at f.
+// The look-ahead asks it of every request upstream at every arrival, with
+// the same models until the next Plan refreshes them, so the answers are
+// kept until then (chainMemo); the power-law models' math.Pow was most of
+// a simulated chain's cost.
+func (c *core) chained(j, f int, size float64) (between, exec time.Duration) {
+	k := chainKey{j: int32(j), f: int32(f), size: size}
+	if v, ok := c.chainMemo[k]; ok {
+		return v.between, v.exec
+	}
 	size = c.outAt(j, size)
 	for m := j + 1; m < f; m++ {
-		lead += time.Duration(c.execAt(m, size))
+		between += time.Duration(c.execAt(m, size))
 		size = c.outAt(m, size)
 	}
-	return c.lateItem(time.Duration(c.execAt(f, size)), lead+c.fns[f].spec.SLO)
+	exec = time.Duration(c.execAt(f, size))
+	if c.chainMemo == nil {
+		c.chainMemo = make(map[chainKey]chainVal)
+	}
+	if len(c.chainMemo) < maxChainMemo {
+		c.chainMemo[k] = chainVal{between: between, exec: exec}
+	}
+	return between, exec
 }
+
+// maxChainMemo bounds the predictions kept between two Plans.
+const maxChainMemo = 1 << 16
+
+type chainKey struct {
+	j, f int32
+	size float64
+}
+
+type chainVal struct{ between, exec time.Duration }

@@ -41,6 +41,26 @@ func BenchmarkSimulatorThroughput(b *testing.B) {
 	}
 }
 
+// BenchmarkChainLookAhead is a chain under bursty load, where look-ahead
+// on arrival (policy.LookAheadGap) costs the most: every arrival at the
+// head packs every request upstream.
+func BenchmarkChainLookAhead(b *testing.B) {
+	tr, err := trace.Generate("twitter", 250, 10*time.Minute, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var reqs int64
+	cpu0 := cpuTime()
+	for b.Loop() {
+		res, err := Run(Config{App: paperApp(b, "audio-translation"), Dist: dist(b, "light"), Trace: tr, Policy: "cypress", Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs += res.Requests
+	}
+	b.ReportMetric(float64(reqs)/(cpuTime()-cpu0).Seconds(), "req/cpu-s")
+}
+
 // BenchmarkMemoryFlatInTraceLength runs the same load for 1 h and 4 h and
 // reports the peak heap in use: it must not grow with the request count.
 func BenchmarkMemoryFlatInTraceLength(b *testing.B) {
