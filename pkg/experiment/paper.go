@@ -33,6 +33,14 @@ const (
 	// LargeNodes gives 6384 cores, the paper's "~6.4k core cluster".
 	LargeNodes = 133
 
+	// The simulator constants of the paper's set-up (Fifer's): the matrix
+	// sets them itself rather than take the core's defaults, which may
+	// move for the live platform.
+	PaperColdStart   = 1500 * time.Millisecond
+	PaperTick        = 500 * time.Millisecond
+	PaperWindow      = 10 * time.Second
+	PaperIdleTimeout = 10 * time.Minute
+
 	ScaleReal  = "real"
 	ScaleLarge = "large"
 	// LargeTraceLabel names the large-scale Twitter runs in reports.
@@ -53,7 +61,7 @@ type PaperPlan struct {
 	Duration, LargeDuration time.Duration
 	Seed                    uint64
 	Policies                []string
-	// ColdStart is passed to every run; zero means sim's default.
+	// ColdStart is passed to every run; zero means PaperColdStart.
 	ColdStart time.Duration
 	// MaxQueue is every function's queue bound; zero means sim's default.
 	MaxQueue int
@@ -202,9 +210,14 @@ func conditionJobs(p PaperPlan, appName, distName string, st scaledTrace) ([]Job
 	if err != nil {
 		return nil, err
 	}
+	cold := p.ColdStart
+	if cold == 0 {
+		cold = PaperColdStart
+	}
 	base := sim.Config{
 		App: app, Dist: dist, Trace: st.trace, Seed: p.Seed,
-		Nodes: st.nodes, CoresPerNode: CoresPerNode, ColdStart: p.ColdStart, MaxQueue: p.MaxQueue,
+		Nodes: st.nodes, CoresPerNode: CoresPerNode, ColdStart: cold, MaxQueue: p.MaxQueue,
+		Tick: PaperTick, Window: PaperWindow, IdleTimeout: PaperIdleTimeout,
 	}
 	return PolicyJobs(base, p.Policies, st.label, st.scale), nil
 }
