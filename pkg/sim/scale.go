@@ -198,8 +198,8 @@ func (e *engine) detailView(fn int32, v *policy.View) {
 	}
 	for i := range e.ctrs {
 		c := &e.ctrs[i]
-		if c.fn != fn || c.state == csFree {
-			continue
+		if c.fn != fn || c.state == csFree || c.draining {
+			continue // a draining container is on its way out, as live
 		}
 		v.Free = append(v.Free, e.freeIn(c))
 		if c.state == csBusy {
