@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/examples/functions"
+	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/gateway"
@@ -117,7 +118,7 @@ func calibrate(ctx context.Context, cfg Config, app workload.App) (calibration, 
 		if st.Stats.StartFailures > 0 {
 			return calibration{}, fmt.Errorf("calibration: an instance of %s failed to start (run with --verbose for its output)", fn.Name)
 		}
-		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+		if err := ctxtime.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return calibration{}, err
 		}
 	}
@@ -180,17 +181,6 @@ func shutdown(srv *gateway.Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(ctx)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // replayFacts is what a replay run measured for the comparison with the
