@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"gantry.dev/gantry/examples/functions"
-	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/gateway"
 	"gantry.dev/gantry/pkg/sim"
