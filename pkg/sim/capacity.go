@@ -20,6 +20,9 @@ func (e *engine) criticality(fn int32) int {
 // the idle container policy.YieldsBefore picks and reports true, or, with
 // none idle, drains the busy one it picks and reports false.
 func (e *engine) makeRoom(fn int32) bool {
+	if !e.anyLessCritical(fn) {
+		return false // the usual case, and it spares a scan of every container
+	}
 	if v := e.victim(fn, csIdle); v >= 0 {
 		c := &e.ctrs[v]
 		e.fns[c.fn].idle.remove(v, c.node)
@@ -29,6 +32,16 @@ func (e *engine) makeRoom(fn int32) bool {
 	if v := e.victim(fn, csBusy); v >= 0 {
 		e.ctrs[v].draining = true
 		e.fns[e.ctrs[v].fn].draining++
+	}
+	return false
+}
+
+// anyLessCritical reports whether some function may give fn its room.
+func (e *engine) anyLessCritical(fn int32) bool {
+	for f := range e.fns {
+		if policy.Preempts(e.criticality(fn), e.criticality(int32(f))) {
+			return true
+		}
 	}
 	return false
 }
