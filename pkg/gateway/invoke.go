@@ -168,16 +168,21 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fai
 	return body, nil
 }
 
-// inputSize is the request's input size: the declared header, or the
-// body's length.
+// inputSize is the request's input size: the declared header, or without
+// it the body's length clamped to the function's size range, as
+// ../shared/conventions.md has it (a client that does not know the header
+// still gets served, with the size the body gives).
 func inputSize(decl stack.Function, h http.Header, bodyLen int) (float64, *failure) {
-	if decl.SizeHeader == "" {
-		return float64(max(1, bodyLen)), nil
+	v := ""
+	if decl.SizeHeader != "" {
+		v = h.Get(decl.SizeHeader)
 	}
-	v := h.Get(decl.SizeHeader)
 	if v == "" {
-		return 0, &failure{http.StatusBadRequest, "bad_request",
-			fmt.Errorf("function %q takes its input size from header %s, which is missing", decl.Name, decl.SizeHeader)}
+		size := float64(max(1, bodyLen))
+		if decl.SizeHeader != "" {
+			size = min(max(size, decl.MinSize), decl.MaxSize)
+		}
+		return size, nil
 	}
 	size, err := strconv.ParseFloat(v, 64)
 	if err != nil || !(size > 0) || math.IsInf(size, 0) {
