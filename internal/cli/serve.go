@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/scaleout"
 	"gantry.dev/gantry/pkg/stack"
+	"gantry.dev/gantry/pkg/statedir"
 )
 
 // platformFlags are the gateway and autoscaler settings serve and up share.
@@ -199,6 +201,7 @@ func newServeCmd() *cobra.Command {
 		pf                   platformFlags
 		bf                   backendFlags
 		addr, stackFile      string
+		stateDir             string
 		basicAuth, tokenFile string
 	)
 	cmd := &cobra.Command{
@@ -220,7 +223,14 @@ func newServeCmd() *cobra.Command {
 					return err
 				}
 			}
+			state, closeState, err := openState(stateDir, addr)
+			if err != nil {
+				return err
+			}
+			defer closeState()
+			logger.Info("state folder", "path", state.Path())
 			cfg := pf.serverConfig(addr, s, logger)
+			cfg.State = state
 			if err := bf.apply(&cfg, logger); err != nil {
 				return err
 			}
@@ -272,8 +282,34 @@ func newServeCmd() *cobra.Command {
 	bf.register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&stateDir, "state-dir", "", "the gateway's state folder: what must survive a restart (default $XDG_STATE_HOME/gantry/HOST_PORT or ~/.local/state/gantry/HOST_PORT, from --addr); one gateway per folder")
 	fs.StringVar(&stackFile, "stack", "", "stack file (YAML, close to OpenFaaS's stack.yml) of functions and apps to deploy")
 	fs.StringVar(&basicAuth, "basic-auth-file", "", "file holding user:password that management routes require")
 	fs.StringVar(&tokenFile, "token-file", "", "file holding a bearer token that management routes accept")
 	return cmd
+}
+
+// openState opens and locks the state folder: the flag's, else the default
+// for the listen address, so the same command line finds the same state. A
+// gateway on port 0 has no stable address, so by default it gets a fresh
+// folder that goes when it stops.
+func openState(dir, addr string) (*statedir.Dir, func() error, error) {
+	if dir == "" {
+		if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+			d, err := statedir.Temp()
+			if err != nil {
+				return nil, nil, err
+			}
+			return d, d.Remove, nil
+		}
+		var err error
+		if dir, err = statedir.Default(addr); err != nil {
+			return nil, nil, usagef("--state-dir: %v", err)
+		}
+	}
+	d, err := statedir.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, d.Close, nil
 }

@@ -12,6 +12,7 @@ import (
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/stack"
+	"gantry.dev/gantry/pkg/statedir"
 )
 
 // ServerConfig is everything a running gateway needs.
@@ -21,6 +22,9 @@ type ServerConfig struct {
 	Dispatch dispatch.Config
 	Backend  backend.Backend
 	Gateway  Config // Dispatcher is filled in
+	// State is the gateway's open state folder (../shared/conventions.md);
+	// nil keeps nothing across restarts. The caller opens and closes it.
+	State *statedir.Dir
 }
 
 // Server is a listening gateway with its dispatcher and autoscaler.
