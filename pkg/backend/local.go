@@ -96,9 +96,12 @@ func (l *Local) Deploy(_ context.Context, f stack.Function) error {
 	if f.Command == "" {
 		return fmt.Errorf("%w: function %q has no fprocess; the local runtime runs commands, not images", stack.ErrInvalid, f.Name)
 	}
+	if err := LocalRefusal(f); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.fns[f.Name] = f
+	l.fns[f.Ref()] = f
 	return nil
 }
 
@@ -195,7 +198,7 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %q: %w", f.Command, err)
 	}
-	p := &proc{inst: Instance{ID: id, Function: f.Name, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
+	p := &proc{inst: Instance{ID: id, Function: f.Ref(), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		cmd: cmd, exited: make(chan struct{})}
 	l.mu.Lock()
 	l.procs[id] = p

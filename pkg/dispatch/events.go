@@ -43,7 +43,7 @@ func (e events) Ready(inst backend.Instance) {
 	d.byID[inst.ID] = in
 	d.lockedRunBound(in, now)
 	d.lockedFeed(in, now)
-	d.peers.Changed(Locked{d}, fn.decl.Name)
+	d.peers.Changed(Locked{d}, fn.decl.Ref())
 }
 
 // lockedRunBound gives a new instance to the request waiting longest for

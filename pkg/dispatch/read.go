@@ -22,6 +22,8 @@ type FunctionStatus struct {
 	Running   int
 	ColdStart time.Duration // the latest measured
 	Stats     FunctionStats
+	// CreatedAt is when the function was first deployed.
+	CreatedAt time.Time
 }
 
 // Functions lists the deployed functions by name.
@@ -32,7 +34,7 @@ func (d *Dispatcher) Functions() []FunctionStatus {
 	for _, fn := range d.fns {
 		out = append(out, fn.lockedStatus())
 	}
-	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Name, b.Decl.Name) })
+	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Ref(), b.Decl.Ref()) })
 	return out
 }
 
@@ -49,8 +51,8 @@ func (d *Dispatcher) Function(name string) (FunctionStatus, bool) {
 
 func (f *function) lockedStatus() FunctionStatus {
 	st := FunctionStatus{Decl: f.decl, Replicas: f.liveCount(), Starting: len(f.startingAt),
-		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats}
-	if len(f.g.chain) > 1 || f.g.name != f.decl.Name {
+		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats, CreatedAt: f.created}
+	if len(f.g.chain) > 1 || f.g.name != f.decl.Ref() {
 		st.App = f.g.name
 	}
 	for _, in := range f.ready {
@@ -84,7 +86,7 @@ func (d *Dispatcher) Apps() []AppInfo {
 func (g *group) info() AppInfo {
 	a := AppInfo{Name: g.name, SLO: g.slo, Budget: slices.Clone(g.cum)}
 	for _, fn := range g.chain {
-		a.Functions = append(a.Functions, fn.decl.Name)
+		a.Functions = append(a.Functions, fn.decl.Ref())
 	}
 	return a
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"gantry.dev/gantry/pkg/dispatch"
@@ -40,12 +39,14 @@ func (f *failure) Error() string { return f.err.Error() }
 
 func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
-	name := trimNamespace(r.PathValue("name"))
-	decl, ok := g.d.Lookup(name)
+	decl, ok := g.Resolve(r.PathValue("name"))
 	if !ok {
-		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
+		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found",
+			fmt.Errorf("function %q not found", stack.QualifiedRef(r.PathValue("name")))})
 		return
 	}
+	name := decl.Qualified()
+	g.metrics.forName(name).started().Inc()
 	body, fail := g.readBody(w, r)
 	if fail != nil {
 		g.fail(w, name, fail)
@@ -78,6 +79,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
+	g.metrics.forName(name).started().Inc()
 	header := r.Header
 	var res *result
 	for i, fnName := range app.Functions {
@@ -93,14 +95,14 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			size = res.outSize
 		}
 		if fail != nil {
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		fwd := forward{method: http.MethodPost, path: "/", header: header}
 		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd)
 		if fail != nil {
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		if res.status >= 300 {
@@ -116,13 +118,6 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 // not deployed: a client choosing names must not grow the metrics without
 // bound.
 const unknownName = "_unknown"
-
-// trimNamespace drops the ".openfaas-fn" suffix faas-cli adds to a
-// function's name when given a namespace: the local runtime has only that
-// one.
-func trimNamespace(name string) string {
-	return strings.TrimSuffix(name, "."+namespace)
-}
 
 // chainHeader is what the next function of a chain receives: the content
 // type and the output size, as the size header a function may declare.
@@ -204,11 +199,11 @@ type forward struct {
 func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward) (*result, *failure) {
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Name, Size: size, Deadline: deadline})
+		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline})
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
 		}
-		m := g.metrics.forName(decl.Name)
+		m := g.metrics.forName(decl.Qualified())
 		m.queueWait().Observe(lease.Waited.Seconds())
 		res, crashed, fail := g.execute(ctx, lease, body, fwd)
 		if fail != nil {

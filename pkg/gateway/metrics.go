@@ -12,11 +12,15 @@ import (
 	"gantry.dev/gantry/pkg/stack"
 )
 
-// metrics keeps OpenFaaS's gateway metric names where they exist, so
-// dashboards carry over, and adds Gantry's queue and outcome metrics.
+// metrics keeps OpenFaaS's gateway metric names and labels, so its
+// dashboards and alert rules carry over, and adds Gantry's queue and
+// outcome metrics. Every function_name is NAME.NAMESPACE, as OpenFaaS
+// labels them (an app's is its bare name: apps have no namespace), and a
+// removed function's series go with it (forget).
 type metrics struct {
 	invocations *prometheus.CounterVec
 	seconds     *prometheus.HistogramVec
+	started     *prometheus.CounterVec
 	outcomes    *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
 	retries     *prometheus.CounterVec
@@ -37,6 +41,7 @@ type bound struct {
 	// gets only the series it uses.
 	queueWait func() prometheus.Observer
 	retries   func() prometheus.Counter
+	started   func() prometheus.Counter
 	codes     [600]atomic.Pointer[codeSeries] // by HTTP status
 	outcomes  sync.Map                        // reason -> prometheus.Counter
 	m         *metrics
@@ -55,7 +60,8 @@ func (m *metrics) forName(name string) *bound {
 	}
 	b := &bound{m: m, name: name,
 		queueWait: sync.OnceValue(func() prometheus.Observer { return m.queueWait.WithLabelValues(name) }),
-		retries:   sync.OnceValue(func() prometheus.Counter { return m.retries.WithLabelValues(name) })}
+		retries:   sync.OnceValue(func() prometheus.Counter { return m.retries.WithLabelValues(name) }),
+		started:   sync.OnceValue(func() prometheus.Counter { return m.started.WithLabelValues(name) })}
 	if m.nBound.Load() >= maxBound {
 		return b // past the bound: used once, not kept
 	}
@@ -94,6 +100,8 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 			Help: "Invocations answered by a function, by status code."}, []string{"function_name", "code"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_functions_seconds",
 			Help: "End-to-end time of invocations answered by a function.", Buckets: buckets}, []string{"function_name", "code"}),
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_function_invocation_started",
+			Help: "Invocations of a deployed function the gateway began to serve."}, []string{"function_name"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_request_failures_total",
 			Help: "Requests the gateway answered itself, by reason."}, []string{"function_name", "reason"}),
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gantry_queue_wait_seconds",
@@ -101,8 +109,20 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_instance_retries_total",
 			Help: "Requests retried on another instance after one failed to answer."}, []string{"function_name"}),
 	}
-	reg.MustRegister(m.invocations, m.seconds, m.outcomes, m.queueWait, m.retries, &stateCollector{d: d})
+	reg.MustRegister(m.invocations, m.seconds, m.started, m.outcomes, m.queueWait, m.retries, &stateCollector{d: d})
 	return m
+}
+
+// forget deletes every series of a removed function, so /metrics shows
+// only what is deployed, as OpenFaaS's does. A request still finishing for
+// it may add a series back; the next removal of that name takes it too.
+func (m *metrics) forget(label string) {
+	m.byName.Delete(label)
+	match := prometheus.Labels{"function_name": label}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.invocations, m.seconds, m.started, m.outcomes, m.queueWait, m.retries} {
+		v.DeletePartialMatch(match)
+	}
 }
 
 func (b *bound) observe(status int, took time.Duration) {
@@ -119,6 +139,13 @@ var (
 		[]string{"function_name", "state"}, nil)
 	queuedDesc = prometheus.NewDesc("gantry_function_queued", "Requests waiting for an instance.",
 		[]string{"function_name"}, nil)
+	// serviceCountDesc is OpenFaaS's replica gauge.
+	serviceCountDesc = prometheus.NewDesc("gateway_service_count", "Replicas of a function, serving or starting.",
+		[]string{"function_name"}, nil)
+	coldStartDesc = prometheus.NewDesc("gantry_function_cold_start_seconds", "A function's latest measured cold start.",
+		[]string{"function_name"}, nil)
+	sloDesc = prometheus.NewDesc("gantry_function_slo_seconds", "A function's declared SLO.",
+		[]string{"function_name"}, nil)
 	spawnedDesc = prometheus.NewDesc("gantry_function_instances_started_total", "Instances asked for.",
 		[]string{"function_name"}, nil)
 	acceptedDesc = prometheus.NewDesc("gantry_function_requests_total", "Requests accepted into a function's queue, by how they ended.",
@@ -128,13 +155,19 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- replicasDesc
 	ch <- queuedDesc
+	ch <- serviceCountDesc
+	ch <- coldStartDesc
+	ch <- sloDesc
 	ch <- spawnedDesc
 	ch <- acceptedDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.d.Functions() {
-		n := s.Decl.Name
+		n := s.Decl.Qualified()
+		ch <- prometheus.MustNewConstMetric(serviceCountDesc, prometheus.GaugeValue, float64(s.Replicas), n)
+		ch <- prometheus.MustNewConstMetric(coldStartDesc, prometheus.GaugeValue, s.ColdStart.Seconds(), n)
+		ch <- prometheus.MustNewConstMetric(sloDesc, prometheus.GaugeValue, s.Decl.SLO.Seconds(), n)
 		ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(s.Available), n, "ready")
 		ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(s.Starting), n, "starting")
 		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(s.Queued), n)

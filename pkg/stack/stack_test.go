@@ -71,7 +71,7 @@ func TestParseErrorsNameTheFileAndLine(t *testing.T) {
 		{"undeclared", "functions:\n  f:\n    fprocess: x\napps:\n  a:\n    functions: [f, g]\n", "stack.yml:5:"},
 		{"scale", "functions:\n  f:\n    fprocess: x\n    scale: {min: 5, max: 2}\n", "stack.yml:2:"},
 		{"label", "functions:\n  f:\n    fprocess: x\n    labels: {com.openfaas.scale.max: lots}\n", "stack.yml:2:"},
-		{"secrets", "functions:\n  f:\n    fprocess: x\n    secrets: [s]\n", "not supported"},
+		{"environment_file", "functions:\n  f:\n    fprocess: x\n    environment_file: [e.yml]\n", "not supported"},
 		{"empty", "", "empty stack file"},
 		{"not yaml", "functions: [\n", "stack.yml: invalid declaration"},
 	}
@@ -96,18 +96,18 @@ func TestParseFileBoundsItsSize(t *testing.T) {
 }
 
 func TestFromAPIReadsAnnotations(t *testing.T) {
-	f, err := FromAPI("fn", "img", "cat", nil, map[string]string{LabelScaleMax: "4"},
-		map[string]string{AnnotationSLO: "300ms", AnnotationSizeRange: "1-100", AnnotationConcurrency: "2"})
+	f, err := FromDeployment(Deployment{Service: "fn", Image: "img", EnvProcess: "cat", Labels: map[string]string{LabelScaleMax: "4"},
+		Annotations: map[string]string{AnnotationSLO: "300ms", AnnotationSizeRange: "1-100", AnnotationConcurrency: "2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.MaxScale != 4 || f.SLO != 300*time.Millisecond || f.MinSize != 1 || f.MaxSize != 100 || f.Concurrency != 2 {
 		t.Fatalf("%+v", f)
 	}
-	if _, err := FromAPI("fn", "img", "", nil, nil, nil); err != nil {
+	if _, err := FromDeployment(Deployment{Service: "fn", Image: "img"}); err != nil {
 		t.Fatalf("image only must deploy (Kubernetes runs it): %v", err)
 	}
-	if _, err := FromAPI("fn", "", "", nil, nil, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := FromDeployment(Deployment{Service: "fn"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("nothing to run: %v", err)
 	}
 }
