@@ -63,7 +63,7 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), decl.SLO)
 }
 
 func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +111,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		}
 		body, header = res.body, chainHeader(res, decl)
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), app.Budget[len(app.Budget)-1])
 }
 
 // unknownName is the function_name label of requests for a name that is
@@ -292,19 +292,21 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took time.Duration) {
+func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took, slo time.Duration) {
 	copyHeader(w.Header(), res.header)
 	w.Header().Set("X-Duration-Seconds", strconv.FormatFloat(took.Seconds(), 'f', 6, 64))
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
-	g.metrics.forName(name).observe(res.status, took)
+	g.metrics.forName(name).observe(res.status, took, slo)
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
 	if f.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	g.metrics.forName(name).outcome(f.outcome).Inc()
+	m := g.metrics.forName(name)
+	m.outcome(f.outcome).Inc()
+	m.refused(f.status)
 	if f.status == 499 {
 		return // nobody is listening
 	}

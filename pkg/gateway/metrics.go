@@ -21,6 +21,7 @@ type metrics struct {
 	invocations *prometheus.CounterVec
 	seconds     *prometheus.HistogramVec
 	started     *prometheus.CounterVec
+	misses      *prometheus.CounterVec
 	outcomes    *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
 	retries     *prometheus.CounterVec
@@ -42,6 +43,7 @@ type bound struct {
 	queueWait func() prometheus.Observer
 	retries   func() prometheus.Counter
 	started   func() prometheus.Counter
+	misses    func() prometheus.Counter
 	codes     [600]atomic.Pointer[codeSeries] // by HTTP status
 	outcomes  sync.Map                        // reason -> prometheus.Counter
 	m         *metrics
@@ -61,7 +63,15 @@ func (m *metrics) forName(name string) *bound {
 	b := &bound{m: m, name: name,
 		queueWait: sync.OnceValue(func() prometheus.Observer { return m.queueWait.WithLabelValues(name) }),
 		retries:   sync.OnceValue(func() prometheus.Counter { return m.retries.WithLabelValues(name) }),
-		started:   sync.OnceValue(func() prometheus.Counter { return m.started.WithLabelValues(name) })}
+		// A function's first invocation binds its miss and retry counters
+		// at zero, so SLO ratios and dashboards find them before the first
+		// miss.
+		started: sync.OnceValue(func() prometheus.Counter {
+			m.misses.WithLabelValues(name)
+			m.retries.WithLabelValues(name)
+			return m.started.WithLabelValues(name)
+		}),
+		misses: sync.OnceValue(func() prometheus.Counter { return m.misses.WithLabelValues(name) })}
 	if m.nBound.Load() >= maxBound {
 		return b // past the bound: used once, not kept
 	}
@@ -102,6 +112,9 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 			Help: "End-to-end time of invocations answered by a function.", Buckets: buckets}, []string{"function_name", "code"}),
 		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_function_invocation_started",
 			Help: "Invocations of a deployed function the gateway began to serve."}, []string{"function_name"}),
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_function_slo_misses_total",
+			Help: "Invocations that missed their SLO: answered after it, answered with a 5xx, or refused with 429 or 5xx by the gateway."},
+			[]string{"function_name"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_request_failures_total",
 			Help: "Requests the gateway answered itself, by reason."}, []string{"function_name", "reason"}),
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gantry_queue_wait_seconds",
@@ -109,7 +122,7 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_instance_retries_total",
 			Help: "Requests retried on another instance after one failed to answer."}, []string{"function_name"}),
 	}
-	reg.MustRegister(m.invocations, m.seconds, m.started, m.outcomes, m.queueWait, m.retries, &stateCollector{d: d})
+	reg.MustRegister(m.invocations, m.seconds, m.started, m.misses, m.outcomes, m.queueWait, m.retries, &stateCollector{d: d})
 	return m
 }
 
@@ -120,15 +133,27 @@ func (m *metrics) forget(label string) {
 	m.byName.Delete(label)
 	match := prometheus.Labels{"function_name": label}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.invocations, m.seconds, m.started, m.outcomes, m.queueWait, m.retries} {
+		m.invocations, m.seconds, m.started, m.misses, m.outcomes, m.queueWait, m.retries} {
 		v.DeletePartialMatch(match)
 	}
 }
 
-func (b *bound) observe(status int, took time.Duration) {
+func (b *bound) observe(status int, took, slo time.Duration) {
 	c := b.code(status)
 	c.invocations.Inc()
 	c.seconds.Observe(took.Seconds())
+	if took > slo || status >= 500 {
+		b.misses().Inc()
+	}
+}
+
+// refused counts a request the gateway answered itself: a 429 or a 5xx
+// misses the SLO whatever the time (the caller got no answer), a 4xx is
+// the caller's own error and a 499 a caller that left.
+func (b *bound) refused(status int) {
+	if status == 429 || status >= 500 {
+		b.misses().Inc()
+	}
 }
 
 // stateCollector reads the dispatcher's live state at scrape time.

@@ -129,3 +129,43 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// OpenFaaS's deployment fields reach the function whole; bad quantities
+// and unknown resource keys are refused with the line.
+func TestParseKeepsOpenFaaSDeploymentFields(t *testing.T) {
+	s, err := Parse("stack.yml", []byte(`functions:
+  f:
+    fprocess: cat
+    namespace: staging
+    secrets: [db]
+    constraints: ["node.platform.os == linux"]
+    limits: {memory: 128Mi, cpu: 500m}
+    requests: {memory: 64Mi}
+    readonly_root_filesystem: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Functions[0]
+	if f.Namespace != "staging" || f.Ref() != "f.staging" || f.Qualified() != "f.staging" || len(f.Secrets) != 1 ||
+		len(f.Constraints) != 1 || f.Limits.Memory != "128Mi" || f.Limits.CPU != "500m" || f.Requests.Memory != "64Mi" ||
+		!f.ReadOnlyRootFilesystem || f.Limits.MemoryBytes() != 128<<20 {
+		t.Fatalf("%+v", f)
+	}
+	for _, bad := range []string{"limits: {memory: lots}", "limits: {disk: 1Gi}", "namespace: Bad_NS", "requests: {cpu: \"-1\"}"} {
+		if _, err := Parse("s.yml", []byte("functions:\n  f:\n    fprocess: cat\n    "+bad+"\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "s.yml:") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func TestRefsNameOneFunctionPerNamespace(t *testing.T) {
+	for in, want := range map[string]string{"f": "f", "f.openfaas-fn": "f", "f.staging": "f.staging"} {
+		if got := CanonicalRef(in); got != want {
+			t.Errorf("CanonicalRef(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if QualifiedRef("f") != "f.openfaas-fn" || QualifiedRef("f.staging") != "f.staging" {
+		t.Fatal("qualified names")
+	}
+}
