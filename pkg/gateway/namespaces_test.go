@@ -145,4 +145,6 @@ func TestUnknownRoutesSayWhy(t *testing.T) {
 	}
 }
 
-func stackResources(memory, cpu string) stack.Resources { return stack.Resources{Memory: memory, CPU: cpu} }
+func stackResources(memory, cpu string) stack.Resources {
+	return stack.Resources{Memory: memory, CPU: cpu}
+}
