@@ -95,7 +95,7 @@ type functionStatus struct {
 
 func toStatus(s dispatch.FunctionStatus) functionStatus {
 	f := s.Decl
-	return functionStatus{Name: f.Name, Image: f.Image, Namespace: f.Namespace, EnvProcess: f.Command,
+	return functionStatus{Name: f.Name, Image: f.Image, Namespace: f.NamespaceOrDefault(), EnvProcess: f.Command,
 		EnvVars: f.Env, Constraints: f.Constraints, Secrets: f.Secrets, Labels: f.Labels, Annotations: f.Annotations,
 		Limits: toResources(f.Limits), Requests: toResources(f.Requests), ReadOnlyRootFilesystem: f.ReadOnlyRootFilesystem,
 		InvocationCount: float64(s.Stats.Completed), Replicas: uint64(s.Replicas), AvailableReplicas: uint64(s.Available),
@@ -119,7 +119,7 @@ func (g *Gateway) listFunctions(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []functionStatus{}
 	for _, s := range g.d.Functions() {
-		if s.Decl.Namespace == ns {
+		if s.Decl.NamespaceOrDefault() == ns {
 			out = append(out, toStatus(s))
 		}
 	}
@@ -182,7 +182,7 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		return
 	}
 	f, err := req.function()
-	if err == nil && !g.ns.exists(f.Namespace) {
+	if err == nil && !g.ns.exists(f.NamespaceOrDefault()) {
 		err = fmt.Errorf("%w: namespace %q does not exist; create it first (faas-cli namespace create %s)", stack.ErrInvalid, f.Namespace, f.Namespace)
 	}
 	if err != nil {

@@ -130,7 +130,9 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 // only what is deployed, as OpenFaaS's does. A request still finishing for
 // it may add a series back; the next removal of that name takes it too.
 func (m *metrics) forget(label string) {
-	m.byName.Delete(label)
+	if _, ok := m.byName.LoadAndDelete(label); ok {
+		m.nBound.Add(-1)
+	}
 	match := prometheus.Labels{"function_name": label}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.invocations, m.seconds, m.started, m.misses, m.outcomes, m.queueWait, m.retries} {

@@ -46,7 +46,7 @@ func newNamespaces(d *dispatch.Dispatcher) *namespaces {
 func (n *namespaces) inUse() map[string]int {
 	out := map[string]int{}
 	for _, s := range n.d.Functions() {
-		out[s.Decl.Namespace]++
+		out[s.Decl.NamespaceOrDefault()]++
 	}
 	return out
 }

@@ -105,9 +105,18 @@ func Qualified(name, namespace string) string {
 // QualifiedRef is the metrics label of a registry key.
 func QualifiedRef(ref string) string { return Qualified(SplitRef(ref)) }
 
+// NamespaceOrDefault is the function's namespace, DefaultNamespace for a
+// declaration whose defaults were not applied.
+func (f *Function) NamespaceOrDefault() string {
+	if f.Namespace == "" {
+		return DefaultNamespace
+	}
+	return f.Namespace
+}
+
 // validateOpenFaaS checks the OpenFaaS fields.
 func (f *Function) validateOpenFaaS() error {
-	if err := CheckName(f.Namespace); err != nil {
+	if err := CheckName(f.NamespaceOrDefault()); err != nil {
 		return fmt.Errorf("namespace: %v", err)
 	}
 	if len(f.Secrets) > MaxSecrets {
