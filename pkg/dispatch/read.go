@@ -22,6 +22,13 @@ type FunctionStatus struct {
 	Running   int
 	ColdStart time.Duration // the latest measured
 	Stats     FunctionStats
+	// State is one of the State* names; Restarts counts the failed starts
+	// and crashes, Reason is the last exit reason, and BackOffUntil is
+	// when a crash loop's back-off ends (zero when not backing off).
+	State        string
+	Restarts     int
+	Reason       string
+	BackOffUntil time.Time
 }
 
 // Functions lists the deployed functions by name.
@@ -29,8 +36,9 @@ func (d *Dispatcher) Functions() []FunctionStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]FunctionStatus, 0, len(d.fns))
+	now := d.cfg.Now()
 	for _, fn := range d.fns {
-		out = append(out, fn.lockedStatus())
+		out = append(out, fn.lockedStatus(now))
 	}
 	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Name, b.Decl.Name) })
 	return out
@@ -44,12 +52,16 @@ func (d *Dispatcher) Function(name string) (FunctionStatus, bool) {
 	if !ok {
 		return FunctionStatus{}, false
 	}
-	return fn.lockedStatus(), true
+	return fn.lockedStatus(d.cfg.Now()), true
 }
 
-func (f *function) lockedStatus() FunctionStatus {
+func (f *function) lockedStatus(now time.Time) FunctionStatus {
 	st := FunctionStatus{Decl: f.decl, Replicas: f.liveCount(), Starting: len(f.startingAt),
-		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats}
+		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats,
+		State: f.lockedState(now), Restarts: f.loop.Restarts, Reason: f.reason}
+	if until, backing := f.loop.BackingOff(now); backing {
+		st.BackOffUntil = until
+	}
 	if len(f.g.chain) > 1 || f.g.name != f.decl.Name {
 		st.App = f.g.name
 	}

@@ -234,7 +234,7 @@ func acquireFailure(ctx context.Context, err error) *failure {
 	case errors.Is(err, dispatch.ErrClosed), errors.Is(err, dispatch.ErrRemoved):
 		return &failure{http.StatusServiceUnavailable, "unavailable", err}
 	case errors.Is(err, dispatch.ErrStartFailed):
-		return &failure{http.StatusBadGateway, "start_failed", err}
+		return &failure{http.StatusServiceUnavailable, "crash_loop", err}
 	}
 	return &failure{http.StatusBadRequest, "bad_request", err}
 }
@@ -268,6 +268,15 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	// health check says whether it is gone or was only busy for a moment.
 	lease.Failed(err)
 	return nil, err, nil
+}
+
+// retryAfter is when a refused client may try again: a second past a
+// full queue, the rest of the back-off of a crash-looping function.
+func retryAfter(f *failure) (time.Duration, bool) {
+	if loop := (*dispatch.CrashLoopError)(nil); errors.As(f.err, &loop) {
+		return max(time.Second, loop.RetryAfter), true
+	}
+	return time.Second, f.status == http.StatusTooManyRequests
 }
 
 var errTooLarge = errors.New("response body over the limit")
@@ -306,8 +315,8 @@ func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took ti
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
-	if f.status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
+	if wait, ok := retryAfter(f); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 	}
 	g.metrics.forName(name).outcome(f.outcome).Inc()
 	if f.status == 499 {
