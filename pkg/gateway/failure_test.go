@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,4 +114,77 @@ func BenchmarkCrashLoop503(b *testing.B) {
 	b.ReportMetric(ms(took[len(took)*99/100]), "p99-ms")
 	st, _ := srv.D.Function("broken")
 	b.ReportMetric(float64(st.Stats.Spawned), "starts")
+}
+
+// syncBuffer is a log sink the gateway's goroutines write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A POST an instance received and then reset is not sent again to
+// another instance: the client gets 502 saying it may have run.
+func TestDeliveredRequestIsNotRetriedUnlessIdempotent(t *testing.T) {
+	f := instanceFunction(t, "flaky", "flaky")
+	f.Env["GANTRY_TEST_FLAKY"] = filepath.Join(t.TempDir(), "claimed")
+	f.MinScale, f.MaxScale = 2, 2
+	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{f}}, nil)
+	waitUntil(t, "two instances ready", func() bool { st, _ := srv.D.Function("flaky"); return st.Available == 2 })
+	code, body, _ := do(t, "POST", srv.URL()+"/function/flaky", "hello", nil)
+	if code != 502 || !strings.Contains(body, "may have run") {
+		t.Fatalf("reset after delivery: %d %q, want 502 saying it may have run", code, body)
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/flaky", "again", nil); code != 200 || body != "again" {
+		t.Fatalf("next request: %d %q", code, body)
+	}
+	if st, _ := srv.D.Function("flaky"); st.Stats.InstanceErrors != 1 || st.Stats.Accepted != 2 {
+		t.Fatalf("stats %+v: want one instance error and no retry", st.Stats)
+	}
+}
+
+// A request refused at connect was never delivered: it goes to another
+// instance whatever the function, the retry is counted and logged with
+// the call's X-Call-Id, which the gateway set, passed to the instance
+// and returned.
+func TestNeverDeliveredRequestIsRetriedAndLoggedWithItsCallID(t *testing.T) {
+	f := instanceFunction(t, "refuse", "refuse")
+	f.MinScale, f.MaxScale = 2, 2
+	logs := &syncBuffer{}
+	srv := startGatewayWith(t, &stack.Stack{Functions: []stack.Function{f}}, func(c *ServerConfig) {
+		c.Gateway.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	})
+	waitUntil(t, "two instances ready", func() bool { st, _ := srv.D.Function("refuse"); return st.Available == 2 })
+	code, _, h := do(t, "POST", srv.URL()+"/function/refuse", "first", nil)
+	id := h.Get("X-Call-Id")
+	if code != 200 || id == "" || h.Get("X-Seen-Call-Id") != id {
+		t.Fatalf("first: %d, X-Call-Id %q, the instance saw %q; want 200 and one id on both", code, id, h.Get("X-Seen-Call-Id"))
+	}
+	// The instance that answered now refuses connections; it is the one
+	// freed last, so the next request goes there first.
+	code, body, h := do(t, "POST", srv.URL()+"/function/refuse", "second", map[string]string{"X-Call-Id": "client-chosen-42"})
+	if code != 200 || body != "second" || h.Get("X-Call-Id") != "client-chosen-42" || h.Get("X-Seen-Call-Id") != "client-chosen-42" {
+		t.Fatalf("second: %d %q, ids %q/%q; want 200 with the client's id kept", code, body, h.Get("X-Call-Id"), h.Get("X-Seen-Call-Id"))
+	}
+	_, metrics, _ := do(t, "GET", srv.URL()+"/metrics", "", nil)
+	if !strings.Contains(metrics, `gantry_instance_retries_total{function_name="refuse"} 1`) {
+		t.Fatal("the retry is not counted")
+	}
+	if l := logs.String(); !strings.Contains(l, "retrying on another instance") || !strings.Contains(l, "X-Call-Id=client-chosen-42") {
+		t.Fatalf("the retry is not logged with its call id:\n%s", l)
+	}
+	if code, _, h := do(t, "POST", srv.URL()+"/function/missing", "", nil); code != 404 || h.Get("X-Call-Id") == "" {
+		t.Fatalf("a refused call: %d, X-Call-Id %q; want 404 with an id", code, h.Get("X-Call-Id"))
+	}
 }

@@ -60,6 +60,7 @@ type functionYAML struct {
 	Timeout         string            `yaml:"timeout"`
 	ColdStart       string            `yaml:"cold_start"`
 	Kind            string            `yaml:"kind"`
+	Idempotent      bool              `yaml:"idempotent"`
 }
 
 type scaleYAML struct {
@@ -229,7 +230,7 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		Criticality: y.Criticality, MinScale: y.Scale.Min, MaxScale: y.Scale.Max,
 		Concurrency: y.Concurrency, SizeHeader: y.InputSize.Header,
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
-		MaxQueue: y.MaxQueue, Kind: y.Kind}
+		MaxQueue: y.MaxQueue, Kind: y.Kind, Idempotent: y.Idempotent}
 	if y.InputSize.Sensitive != nil {
 		f.SizeSensitive = *y.InputSize.Sensitive
 	}
