@@ -30,9 +30,13 @@ type function struct {
 	bound []*call
 	// coldStart is what the function's next start is expected to take.
 	coldStart policy.ColdStartEstimate
-	// failStreak counts starts in a row that failed.
-	failStreak int
-	stats      FunctionStats
+	// loop is the restart back-off (crashloop.go); reason the last exit
+	// reason, demandAt the last arrival (a request refused while backing
+	// off asks for the next probe too).
+	loop     policy.CrashLoop
+	reason   string
+	demandAt time.Time
+	stats    FunctionStats
 	// created is when the function was first deployed (OpenFaaS's
 	// createdAt); an update keeps it.
 	created time.Time

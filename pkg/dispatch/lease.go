@@ -83,6 +83,9 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		return nil, nil, fmt.Errorf("input size %v must be a positive finite number", r.Size)
 	}
 	now := d.cfg.Now()
+	if err := d.lockedRefuseBackingOff(fn, now); err != nil {
+		return nil, nil, err
+	}
 	g := fn.g
 	c := &call{fn: fn, size: r.Size, queuedAt: now, got: make(chan *instance, 1),
 		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline), Pred: g.con.Estimate(fn.idx, r.Size)}}
@@ -119,7 +122,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 // policy): c waits for the next instance of fn to be ready. It reports
 // false when none can start (the function's maximum, or the capacity).
 func (d *Dispatcher) lockedStartOwn(fn *function, c *call, now time.Time) bool {
-	if policy.Grow(1, fn.liveCount(), fn.decl.MaxScale) == 0 || !d.lockedTakeCapacity(fn, now) {
+	if policy.Grow(1, fn.liveCount(), fn.decl.MaxScale) == 0 || d.lockedStarts(fn, now) == 0 || !d.lockedTakeCapacity(fn, now) {
 		return false
 	}
 	d.lockedStart(fn, 1, now)

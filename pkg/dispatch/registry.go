@@ -136,6 +136,9 @@ func (d *Dispatcher) lockedRedeclare(fn *function, f stack.Function) error {
 	for _, in := range slices.Clone(fn.ready) {
 		d.lockedDrain(in)
 	}
+	// A new declaration starts with a fresh back-off, as Kubernetes rolls
+	// out new pods: a fixed function serves on the next request.
+	fn.loop.Reset()
 	d.lockedLeave(old)
 	d.lockedJoin(g)
 	if d.apps[old.name] == old {

@@ -91,6 +91,13 @@ type functionStatus struct {
 	Running     int     `json:"running"`
 	App         string  `json:"app,omitempty"`
 	ColdStartMS float64 `json:"coldStartMs"`
+	// State is ready, starting, backoff (crash-looping), failed or idle;
+	// Restarts counts failed starts and crashes, Reason is the last exit
+	// reason, BackOffUntil when a crash loop's back-off ends.
+	State        string     `json:"state"`
+	Restarts     int        `json:"restarts"`
+	Reason       string     `json:"reason,omitempty"`
+	BackOffUntil *time.Time `json:"backOffUntil,omitempty"`
 }
 
 func toStatus(s dispatch.FunctionStatus) functionStatus {
@@ -101,7 +108,15 @@ func toStatus(s dispatch.FunctionStatus) functionStatus {
 		InvocationCount: float64(s.Stats.Completed), Replicas: uint64(s.Replicas), AvailableReplicas: uint64(s.Available),
 		CreatedAt: s.CreatedAt,
 		SLO:       f.SLO.String(), Criticality: f.Criticality, MinScale: f.MinScale, MaxScale: f.MaxScale,
-		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart)}
+		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart),
+		State: s.State, Restarts: s.Restarts, Reason: s.Reason, BackOffUntil: timeOrNil(s.BackOffUntil)}
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -411,7 +426,7 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, dispatch.ErrClosed), errors.Is(err, dispatch.ErrRemoved):
 		code = http.StatusServiceUnavailable
 	case errors.Is(err, dispatch.ErrStartFailed):
-		code = http.StatusBadGateway
+		code = http.StatusServiceUnavailable
 	}
 	http.Error(w, err.Error(), code)
 }

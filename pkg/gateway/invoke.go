@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"gantry.dev/gantry/pkg/callid"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/stack"
 )
@@ -39,6 +40,7 @@ func (f *failure) Error() string { return f.err.Error() }
 
 func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
+	w.Header().Set(callid.Header, callid.Ensure(r.Header))
 	decl, ok := g.Resolve(r.PathValue("name"))
 	if !ok {
 		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found",
@@ -68,6 +70,7 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
+	w.Header().Set(callid.Header, callid.Ensure(r.Header))
 	name := r.PathValue("name")
 	app, ok := g.d.App(name)
 	if !ok {
@@ -110,6 +113,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		body, header = res.body, chainHeader(res, decl)
+		header.Set(callid.Header, r.Header.Get(callid.Header))
 	}
 	g.reply(w, name, res, time.Since(arrival), app.Budget[len(app.Budget)-1])
 }
@@ -193,12 +197,13 @@ type forward struct {
 	header              http.Header
 }
 
-// call runs one function: acquire a slot, forward, release. An instance
-// that fails to answer is taken out of service and the request is retried
-// once on another instance.
+// call runs one function: acquire a slot, forward, release. A request an
+// instance failed is retried once on another instance, only when it was
+// never delivered (refused, or reset before a byte was written) or when
+// the function is declared idempotent: otherwise the function may have
+// run, and running it again is the client's call.
 func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward) (*result, *failure) {
-	var lastErr error
-	for attempt := 0; attempt < 2; attempt++ {
+	for attempt := 0; ; attempt++ {
 		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline})
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
@@ -212,10 +217,19 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 		if crashed == nil {
 			return res, nil
 		}
-		lastErr = crashed
+		delivered := !neverDelivered(crashed)
+		switch {
+		case attempt > 0:
+			return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, crashed)}
+		case delivered && !decl.Idempotent:
+			return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf(
+				"function %q: instance %s failed after receiving the request, which may have run; not retried (the function is not declared idempotent): %v",
+				decl.Name, lease.Instance.ID, crashed)}
+		}
 		m.retries().Inc()
+		g.cfg.Logger.Warn("retrying on another instance", "function", decl.Name, callid.Header, fwd.header.Get(callid.Header),
+			"instance", lease.Instance.ID, "delivered", delivered, "err", crashed)
 	}
-	return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, lastErr)}
 }
 
 func acquireFailure(ctx context.Context, err error) *failure {
@@ -229,7 +243,7 @@ func acquireFailure(ctx context.Context, err error) *failure {
 	case errors.Is(err, dispatch.ErrClosed), errors.Is(err, dispatch.ErrRemoved):
 		return &failure{http.StatusServiceUnavailable, "unavailable", err}
 	case errors.Is(err, dispatch.ErrStartFailed):
-		return &failure{http.StatusBadGateway, "start_failed", err}
+		return &failure{http.StatusServiceUnavailable, "crash_loop", err}
 	}
 	return &failure{http.StatusBadRequest, "bad_request", err}
 }
@@ -265,6 +279,15 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	return nil, err, nil
 }
 
+// retryAfter is when a refused client may try again: a second past a
+// full queue, the rest of the back-off of a crash-looping function.
+func retryAfter(f *failure) (time.Duration, bool) {
+	if loop := (*dispatch.CrashLoopError)(nil); errors.As(f.err, &loop) {
+		return max(time.Second, loop.RetryAfter), true
+	}
+	return time.Second, f.status == http.StatusTooManyRequests
+}
+
 var errTooLarge = errors.New("response body over the limit")
 
 // outputSize is the size the next function of a chain receives: the
@@ -293,7 +316,9 @@ func copyHeader(dst, src http.Header) {
 }
 
 func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took, slo time.Duration) {
+	id := w.Header().Get(callid.Header)
 	copyHeader(w.Header(), res.header)
+	w.Header().Set(callid.Header, id) // the call's, whatever the instance says
 	w.Header().Set("X-Duration-Seconds", strconv.FormatFloat(took.Seconds(), 'f', 6, 64))
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
@@ -301,12 +326,16 @@ func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took, s
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
-	if f.status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
+	if wait, ok := retryAfter(f); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 	}
 	m := g.metrics.forName(name)
 	m.outcome(f.outcome).Inc()
 	m.refused(f.status)
+	if f.status >= 500 {
+		g.cfg.Logger.Warn("request failed", "function", name, callid.Header, w.Header().Get(callid.Header),
+			"status", f.status, "reason", f.outcome, "err", f.err)
+	}
 	if f.status == 499 {
 		return // nobody is listening
 	}

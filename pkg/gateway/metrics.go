@@ -175,6 +175,12 @@ var (
 		[]string{"function_name"}, nil)
 	spawnedDesc = prometheus.NewDesc("gantry_function_instances_started_total", "Instances asked for.",
 		[]string{"function_name"}, nil)
+	restartsDesc = prometheus.NewDesc("gantry_function_restarts_total", "Starts that failed and instances that crashed (a crash loop's restart count).",
+		[]string{"function_name"}, nil)
+	stateDesc = prometheus.NewDesc("gantry_function_state", "1 for the function's state: ready, starting, backoff (crash-looping), failed or idle.",
+		[]string{"function_name", "state"}, nil)
+	backOffDesc = prometheus.NewDesc("gantry_function_backoff_seconds", "How long a crash-looping function's back-off still lasts.",
+		[]string{"function_name"}, nil)
 	acceptedDesc = prometheus.NewDesc("gantry_function_requests_total", "Requests accepted into a function's queue, by how they ended.",
 		[]string{"function_name", "outcome"}, nil)
 )
@@ -187,7 +193,12 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sloDesc
 	ch <- spawnedDesc
 	ch <- acceptedDesc
+	ch <- restartsDesc
+	ch <- stateDesc
+	ch <- backOffDesc
 }
+
+var states = []string{dispatch.StateReady, dispatch.StateStarting, dispatch.StateBackOff, dispatch.StateFailed, dispatch.StateIdle}
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.d.Functions() {
@@ -199,6 +210,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(s.Starting), n, "starting")
 		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(s.Queued), n)
 		ch <- prometheus.MustNewConstMetric(spawnedDesc, prometheus.CounterValue, float64(s.Stats.Spawned), n)
+		ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.CounterValue, float64(s.Restarts), n)
+		for _, state := range states {
+			v := 0.0
+			if state == s.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, n, state)
+		}
+		left := 0.0
+		if !s.BackOffUntil.IsZero() {
+			left = max(0, time.Until(s.BackOffUntil).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(backOffDesc, prometheus.GaugeValue, left, n)
 		for outcome, v := range map[string]int64{"accepted": s.Stats.Accepted, "completed": s.Stats.Completed,
 			"abandoned": s.Stats.Abandoned, "canceled": s.Stats.Canceled, "rejected": s.Stats.Rejected} {
 			ch <- prometheus.MustNewConstMetric(acceptedDesc, prometheus.CounterValue, float64(v), n, outcome)

@@ -63,6 +63,7 @@ type functionYAML struct {
 	Timeout         string            `yaml:"timeout"`
 	ColdStart       string            `yaml:"cold_start"`
 	Kind            string            `yaml:"kind"`
+	Idempotent      bool              `yaml:"idempotent"`
 }
 
 type scaleYAML struct {
@@ -234,7 +235,7 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
 		MaxQueue: y.MaxQueue, Kind: y.Kind, Namespace: y.Namespace, Secrets: y.Secrets,
 		Constraints: y.Constraints, Limits: y.Limits, Requests: y.Requests,
-		ReadOnlyRootFilesystem: y.ReadOnlyRootFS}
+		ReadOnlyRootFilesystem: y.ReadOnlyRootFS, Idempotent: y.Idempotent}
 	if y.InputSize.Sensitive != nil {
 		f.SizeSensitive = *y.InputSize.Sensitive
 	}

@@ -100,6 +100,10 @@ type Function struct {
 	Constraints            []string
 	Limits, Requests       Resources
 	ReadOnlyRootFilesystem bool
+	// Idempotent says a request may run twice: the gateway then retries
+	// one an instance failed after receiving it on another instance;
+	// otherwise only a request never delivered is retried.
+	Idempotent bool
 	// Line is where the declaration starts in its stack file (0 over the API).
 	Line int
 }
@@ -258,6 +262,7 @@ const (
 	AnnotationMaxQueue    = "gantry.dev/max-queue"
 	AnnotationTimeout     = "gantry.dev/timeout"
 	AnnotationKind        = "gantry.dev/kind"
+	AnnotationIdempotent  = "gantry.dev/idempotent" // "true" or "false"
 	// AnnotationKnativeCriticality is the annotation PREEMPT-FaaS reads
 	// on Knative services; it sets the criticality too.
 	AnnotationKnativeCriticality = "autoscaling.knative.dev/application-criticality-level"
@@ -305,6 +310,13 @@ func (f *Function) applyMeta() error {
 	}
 	if v, ok := f.Annotations[AnnotationKind]; ok {
 		f.Kind = v
+	}
+	if v, ok := f.Annotations[AnnotationIdempotent]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: function %q: %s=%q must be true or false", ErrInvalid, f.Name, AnnotationIdempotent, v)
+		}
+		f.Idempotent = b
 	}
 	if v, ok := f.Annotations[AnnotationSizeRange]; ok {
 		if _, err := fmt.Sscanf(v, "%g-%g", &f.MinSize, &f.MaxSize); err != nil {
