@@ -131,7 +131,7 @@ func (e events) Exited(inst backend.Instance, err error) {
 	}
 	fn.stats.Crashes++
 	d.cfg.Logger.Warn("instance exited", "instance", inst.ID, "err", err)
-	if d.peers.Decides() && d.fns[fn.decl.Name] == fn {
+	if d.peers.Decides() && d.fns[fn.decl.Ref()] == fn {
 		d.lockedFailure(fn, err, false, now)
 	}
 	if !d.closed {
