@@ -99,9 +99,12 @@ func (l *Local) Deploy(_ context.Context, f stack.Function) error {
 	if f.Command == "" {
 		return fmt.Errorf("%w: function %q has no fprocess; the local runtime runs commands, not images", stack.ErrInvalid, f.Name)
 	}
+	if err := LocalRefusal(f); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.fns[f.Name] = f
+	l.fns[f.Ref()] = f
 	return nil
 }
 
@@ -194,7 +197,7 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	// its shell started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w := &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
-	p := &proc{inst: Instance{ID: id, Function: f.Name, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
+	p := &proc{inst: Instance{ID: id, Function: f.Ref(), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		cmd: cmd, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w, io.MultiWriter(w, &p.stderr)
 	// A child that outlives its shell would hold the output pipe open and

@@ -81,7 +81,7 @@ func (d *Dispatcher) lockedNothingToRunOn(fn *function) bool {
 }
 
 func (d *Dispatcher) lockedCrashLoopError(fn *function, now time.Time) *CrashLoopError {
-	e := &CrashLoopError{Function: fn.decl.Name, Reason: fn.reason, Restarts: fn.loop.Restarts}
+	e := &CrashLoopError{Function: fn.decl.Qualified(), Reason: fn.reason, Restarts: fn.loop.Restarts}
 	if until, backing := fn.loop.BackingOff(now); backing {
 		e.RetryAfter = until.Sub(now)
 	}
@@ -106,7 +106,7 @@ func (d *Dispatcher) lockedStarts(fn *function, now time.Time) int {
 	if !fn.loop.Failing() {
 		return math.MaxInt
 	}
-	demand := fn.queue.Len() > 0 || len(fn.bound) > 0 || d.peers.Queued(fn.decl.Name) > 0 ||
+	demand := fn.queue.Len() > 0 || len(fn.bound) > 0 || d.peers.Queued(fn.decl.Ref()) > 0 ||
 		fn.demandAt.After(fn.loop.FailedAt()) || fn.liveCount() < fn.decl.MinScale
 	return fn.loop.Starts(now, len(fn.startingAt), demand)
 }

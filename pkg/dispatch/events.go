@@ -41,7 +41,7 @@ func (e events) Ready(inst backend.Instance) {
 	d.byID[inst.ID] = in
 	d.lockedRunBound(in, now)
 	d.lockedFeed(in, now)
-	d.peers.Changed(Locked{d}, fn.decl.Name)
+	d.peers.Changed(Locked{d}, fn.decl.Ref())
 }
 
 // lockedRunBound gives a new instance to the request waiting longest for
@@ -131,7 +131,7 @@ func (e events) Exited(inst backend.Instance, err error) {
 	}
 	fn.stats.Crashes++
 	d.cfg.Logger.Warn("instance exited", "instance", inst.ID, "err", err)
-	if d.peers.Decides() && d.fns[fn.decl.Name] == fn {
+	if d.peers.Decides() && d.fns[fn.decl.Ref()] == fn {
 		d.lockedFailure(fn, err, false, now)
 	}
 	if !d.closed {

@@ -109,7 +109,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		fn.queue.Push(c.entry, c)
 	}
 	fn.stats.Accepted++
-	d.peers.Arrived(fn.decl.Name, r.Size)
+	d.peers.Arrived(fn.decl.Ref(), r.Size)
 	d.lockedApply(fn, policy.Decision{Add: g.pol.Arrive(now, fn.idx, r.Size, d.lockedCounts(fn))}, now)
 	d.lockedLookAhead(fn, now)
 	if where == policy.RunNow {
@@ -222,7 +222,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 		if err := fn.g.pol.Complete(fn.idx, c.size, exec, max(output, minOutput)); err != nil {
 			d.cfg.Logger.Warn("profiler rejected a sample", "function", fn.decl.Name, "err", err)
 		} else {
-			d.peers.Executed(fn.decl.Name, Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
+			d.peers.Executed(fn.decl.Ref(), Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
 		}
 	} else {
 		fn.stats.Abandoned++

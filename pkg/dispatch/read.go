@@ -29,6 +29,8 @@ type FunctionStatus struct {
 	Restarts     int
 	Reason       string
 	BackOffUntil time.Time
+	// CreatedAt is when the function was first deployed.
+	CreatedAt time.Time
 }
 
 // Functions lists the deployed functions by name.
@@ -40,7 +42,7 @@ func (d *Dispatcher) Functions() []FunctionStatus {
 	for _, fn := range d.fns {
 		out = append(out, fn.lockedStatus(now))
 	}
-	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Name, b.Decl.Name) })
+	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Ref(), b.Decl.Ref()) })
 	return out
 }
 
@@ -57,12 +59,12 @@ func (d *Dispatcher) Function(name string) (FunctionStatus, bool) {
 
 func (f *function) lockedStatus(now time.Time) FunctionStatus {
 	st := FunctionStatus{Decl: f.decl, Replicas: f.liveCount(), Starting: len(f.startingAt),
-		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats,
+		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats, CreatedAt: f.created,
 		State: f.lockedState(now), Restarts: f.loop.Restarts, Reason: f.reason}
 	if until, backing := f.loop.BackingOff(now); backing {
 		st.BackOffUntil = until
 	}
-	if len(f.g.chain) > 1 || f.g.name != f.decl.Name {
+	if len(f.g.chain) > 1 || f.g.name != f.decl.Ref() {
 		st.App = f.g.name
 	}
 	for _, in := range f.ready {
@@ -96,7 +98,7 @@ func (d *Dispatcher) Apps() []AppInfo {
 func (g *group) info() AppInfo {
 	a := AppInfo{Name: g.name, SLO: g.slo, Budget: slices.Clone(g.cum)}
 	for _, fn := range g.chain {
-		a.Functions = append(a.Functions, fn.decl.Name)
+		a.Functions = append(a.Functions, fn.decl.Ref())
 	}
 	return a
 }

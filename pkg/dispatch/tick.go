@@ -71,9 +71,9 @@ func (d *Dispatcher) Plan() {
 // replica has let go, so no replica sends a request to an instance on its
 // way out.
 func (d *Dispatcher) lockedRetireOne(in *instance, now time.Time) {
-	if d.peers.Holds(in.fn.decl.Name, in.ID) {
+	if d.peers.Holds(in.fn.decl.Ref(), in.ID) {
 		in.draining = true
-		d.peers.Changed(Locked{d}, in.fn.decl.Name)
+		d.peers.Changed(Locked{d}, in.fn.decl.Ref())
 		return
 	}
 	d.lockedStop(in, now)
@@ -132,7 +132,7 @@ func (d *Dispatcher) lockedStart(fn *function, n int, now time.Time) {
 		fn.startingAt = append(fn.startingAt, now)
 	}
 	fn.stats.Spawned += int64(n)
-	d.be.Start(fn.decl.Name, n)
+	d.be.Start(fn.decl.Ref(), n)
 }
 
 // lockedGrant hands free capacity to the functions capacity held back,
@@ -257,7 +257,7 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 	}
 	v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
 	detailed := fn.g.pol.Caps().Detailed
-	d.peers.Requests(fn.decl.Name, detailed, func(queued bool, it Item) {
+	d.peers.Requests(fn.decl.Ref(), detailed, func(queued bool, it Item) {
 		if queued {
 			v.MaxWait = max(v.MaxWait, it.Age)
 		}

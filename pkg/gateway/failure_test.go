@@ -58,7 +58,7 @@ func TestCrashLoopAnswers503WithTheExitReasonAndRecoversOnUpdate(t *testing.T) {
 		t.Fatalf("status %+v: want the crash loop's state, restarts and reason", status)
 	}
 	_, metrics, _ := do(t, "GET", srv.URL()+"/metrics", "", nil)
-	for _, want := range []string{`gantry_function_restarts_total{function_name="broken"}`, `gantry_function_state{function_name="broken",state="` + status.State + `"} 1`} {
+	for _, want := range []string{`gantry_function_restarts_total{function_name="broken.openfaas-fn"}`, `gantry_function_state{function_name="broken.openfaas-fn",state="` + status.State + `"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %s", want)
 		}
@@ -180,7 +180,7 @@ func TestNeverDeliveredRequestIsRetriedAndLoggedWithItsCallID(t *testing.T) {
 		t.Fatalf("second: %d %q, ids %q/%q; want 200 with the client's id kept", code, body, h.Get("X-Call-Id"), h.Get("X-Seen-Call-Id"))
 	}
 	_, metrics, _ := do(t, "GET", srv.URL()+"/metrics", "", nil)
-	if !strings.Contains(metrics, `gantry_instance_retries_total{function_name="refuse"} 1`) {
+	if !strings.Contains(metrics, `gantry_instance_retries_total{function_name="refuse.openfaas-fn"} 1`) {
 		t.Fatal("the retry is not counted")
 	}
 	if l := logs.String(); !strings.Contains(l, "retrying on another instance") || !strings.Contains(l, "X-Call-Id=client-chosen-42") {

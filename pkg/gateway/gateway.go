@@ -59,6 +59,7 @@ type Gateway struct {
 	mux     *http.ServeMux
 	up      *upstream
 	metrics *metrics
+	ns      *namespaces
 }
 
 // New builds the gateway's routes.
@@ -82,7 +83,7 @@ func New(cfg Config) *Gateway {
 		cfg.HungGrace = DefaultHungGrace
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
-		metrics: newMetrics(cfg.Registry, cfg.Dispatcher)}
+		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher)}
 	g.abort, g.stopAbort = context.WithCancel(context.Background())
 	g.routes()
 	return g
@@ -114,7 +115,12 @@ func (g *Gateway) routes() {
 	g.mux.Handle("GET /system/apps/{name}", admin(g.getApp))
 	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
 	g.mux.Handle("GET /system/info", admin(g.info))
-	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
+	g.mux.Handle("GET /system/namespaces", admin(g.listNamespaces))
+	g.mux.Handle("GET /system/namespace/{name}", admin(g.getNamespace))
+	g.mux.Handle("POST /system/namespace/{$}", admin(g.createNamespace))
+	g.mux.Handle("POST /system/namespace/{name}", admin(g.createNamespace))
+	g.mux.Handle("PUT /system/namespace/{name}", admin(g.updateNamespace))
+	g.mux.Handle("DELETE /system/namespace/{name}", admin(g.deleteNamespace))
 	for pattern, h := range g.cfg.Routes {
 		g.mux.Handle(pattern, admin(h.ServeHTTP))
 	}
@@ -126,6 +132,10 @@ func (g *Gateway) routes() {
 		_, _ = w.Write([]byte("OK\n"))
 	})
 	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.cfg.Registry, promhttp.HandlerOpts{}))
+	// Whatever no route above serves gets a 404 or 405 that says so, never
+	// Go's bare "404 page not found": a client learns what it asked for
+	// that this gateway does not have (routes.go).
+	g.mux.HandleFunc("/", g.noRoute)
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }

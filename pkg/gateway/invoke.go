@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"gantry.dev/gantry/pkg/callid"
@@ -43,12 +42,14 @@ func (f *failure) Error() string { return f.err.Error() }
 func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	w.Header().Set(callid.Header, callid.Ensure(r.Header))
-	name := trimNamespace(r.PathValue("name"))
-	decl, ok := g.d.Lookup(name)
+	decl, ok := g.Resolve(r.PathValue("name"))
 	if !ok {
-		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
+		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found",
+			fmt.Errorf("function %q not found", stack.QualifiedRef(r.PathValue("name")))})
 		return
 	}
+	name := decl.Qualified()
+	g.metrics.forName(name).started().Inc()
 	body, fail := g.readBody(w, r)
 	if fail != nil {
 		g.fail(w, name, fail)
@@ -70,7 +71,7 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), decl.SLO)
 }
 
 func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
@@ -87,6 +88,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
+	g.metrics.forName(name).started().Inc()
 	header := r.Header
 	var res *result
 	answered := false
@@ -103,7 +105,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			size = res.outSize
 		}
 		if fail != nil {
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		fwd := forward{method: http.MethodPost, path: "/", header: header}
@@ -118,7 +120,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		}
 		if fail != nil {
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		if res.status >= 300 {
@@ -128,20 +130,13 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		body, header = res.body, chainHeader(res, decl)
 		header.Set(callid.Header, r.Header.Get(callid.Header))
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), app.Budget[len(app.Budget)-1])
 }
 
 // unknownName is the function_name label of requests for a name that is
 // not deployed: a client choosing names must not grow the metrics without
 // bound.
 const unknownName = "_unknown"
-
-// trimNamespace drops the ".openfaas-fn" suffix faas-cli adds to a
-// function's name when given a namespace: the local runtime has only that
-// one.
-func trimNamespace(name string) string {
-	return strings.TrimSuffix(name, "."+namespace)
-}
 
 // chainHeader is what the next function of a chain receives: the content
 // type and the output size, as the size header a function may declare.
@@ -228,11 +223,11 @@ type forward struct {
 // caller then answers nothing more.
 func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward, early func(*failure)) (*result, *failure) {
 	for attempt := 0; ; attempt++ {
-		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Name, Size: size, Deadline: deadline})
+		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline})
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
 		}
-		m := g.metrics.forName(decl.Name)
+		m := g.metrics.forName(decl.Qualified())
 		m.queueWait().Observe(lease.Waited.Seconds())
 		res, crashed, fail := g.execute(ctx, lease, body, fwd, early)
 		if fail != nil {
@@ -369,14 +364,14 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took time.Duration) {
+func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took, slo time.Duration) {
 	id := w.Header().Get(callid.Header)
 	copyHeader(w.Header(), res.header)
 	w.Header().Set(callid.Header, id) // the call's, whatever the instance says
 	w.Header().Set("X-Duration-Seconds", strconv.FormatFloat(took.Seconds(), 'f', 6, 64))
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
-	g.metrics.forName(name).observe(res.status, took)
+	g.metrics.forName(name).observe(res.status, took, slo)
 }
 
 // failNow answers the client at once while the handler goes on (the slot
@@ -409,7 +404,9 @@ func (g *Gateway) count(w http.ResponseWriter, name string, f *failure) {
 	if wait, ok := retryAfter(f); ok {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 	}
-	g.metrics.forName(name).outcome(f.outcome).Inc()
+	m := g.metrics.forName(name)
+	m.outcome(f.outcome).Inc()
+	m.refused(f.status)
 	if f.status >= 500 {
 		g.cfg.Logger.Warn("request failed", "function", name, callid.Header, w.Header().Get(callid.Header),
 			"status", f.status, "reason", f.outcome, "err", f.err)
