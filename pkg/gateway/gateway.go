@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"gantry.dev/gantry/pkg/async"
 	"gantry.dev/gantry/pkg/dispatch"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	// the others: what a layer over the dispatcher serves (pkg/scaleout's
 	// sync between replicas).
 	Routes map[string]http.Handler
+	// Async is the queue /async-function publishes to (nil: the route
+	// answers 503).
+	Async *async.Queue
 }
 
 // Gateway is an http.Handler.
@@ -45,6 +49,7 @@ type Gateway struct {
 	mux     *http.ServeMux
 	up      *upstream
 	metrics *metrics
+	asyncM  *async.Metrics
 }
 
 // New builds the gateway's routes.
@@ -98,6 +103,7 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("/function/{name}", g.invokeFunction)
 	g.mux.HandleFunc("/function/{name}/{path...}", g.invokeFunction)
 	g.mux.HandleFunc("POST /app/{name}", g.invokeApp)
+	g.asyncRoutes()
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("OK\n"))

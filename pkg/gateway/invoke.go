@@ -57,7 +57,7 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fwd := forward{method: r.Method, path: "/" + r.PathValue("path"), query: r.URL.RawQuery, header: r.Header}
-	res, fail := g.call(r.Context(), decl, size, arrival.Add(decl.SLO), body, fwd)
+	res, fail := g.call(r.Context(), decl, size, due{at: arrival.Add(decl.SLO)}, body, fwd)
 	if fail != nil {
 		g.fail(w, name, fail)
 		return
@@ -97,7 +97,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fwd := forward{method: http.MethodPost, path: "/", header: header}
-		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd)
+		res, fail = g.call(r.Context(), decl, size, due{at: arrival.Add(app.Budget[i])}, body, fwd)
 		if fail != nil {
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
 			g.fail(w, fnName, fail)
@@ -201,10 +201,11 @@ type forward struct {
 // call runs one function: acquire a slot, forward, release. An instance
 // that fails to answer is taken out of service and the request is retried
 // once on another instance.
-func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward) (*result, *failure) {
+func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline due, body []byte, fwd forward) (*result, *failure) {
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Name, Size: size, Deadline: deadline})
+		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Name, Size: size, Deadline: deadline.at,
+			Class: deadline.class, Slack: deadline.slack})
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
 		}

@@ -33,7 +33,7 @@ functions:
 		}
 	}
 	for _, bad := range []string{"slo: 2s\n    async_deadline: 1s", "async_deadline: 48h", "async_deadline: soon"} {
-		if _, err := Parse("stack.yml", []byte("functions:\n  a:\n    fprocess: cat\n    " + bad + "\n")); !errors.Is(err, ErrInvalid) {
+		if _, err := Parse("stack.yml", []byte("functions:\n  a:\n    fprocess: cat\n    "+bad+"\n")); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: err %v, want ErrInvalid", bad, err)
 		}
 	}
