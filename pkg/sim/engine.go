@@ -91,6 +91,7 @@ type engine struct {
 	events   eventHeap
 
 	arrRng, sizeRng *rand.Rand
+	coldRng         *rand.Rand
 	execRng, outRng *rand.Rand
 	execKey, outKey *keyedSource
 	// chainExec and chainOut hold, at r*len(fns)+f, request r's execution
@@ -134,6 +135,7 @@ func newEngine(ctx context.Context, cfg Config, pol policy.Policy) (*engine, err
 		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
 	e.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
 	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
+	e.coldRng = rand.New(rand.NewPCG(cfg.Seed, 11))
 	e.execKey, e.outKey = &keyedSource{}, &keyedSource{}
 	e.execRng, e.outRng = rand.New(e.execKey), rand.New(e.outKey)
 	slos, cum := functionSLOs(cfg.App)
