@@ -13,7 +13,8 @@ import (
 // function's, released when the stage before ends) over several runs.
 func TestReleaseOrderIsTheStableSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, 1000, 2*checkEvery + 777} {
+	const run = 64
+	for _, n := range []int{0, 1, 1000, 5*run + 7, 9000} {
 		jobs := make([]Job, n)
 		for i := range jobs {
 			jobs[i] = Job{Release: rng.Int64N(int64(n)/4 + 1), Deadline: rng.Int64N(3)}
@@ -23,8 +24,11 @@ func TestReleaseOrderIsTheStableSort(t *testing.T) {
 			want[i] = int32(i)
 		}
 		slices.SortStableFunc(want, byRelease(jobs))
-		got, err := releaseOrder(context.Background(), jobs)
+		got, err := releaseOrder(context.Background(), jobs, run)
 		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("n=%d: order differs from the stable sort (err %v)", n, err)
+		}
+		if got, err = releaseOrder(context.Background(), jobs, checkEvery); err != nil || !slices.Equal(got, want) {
 			t.Fatalf("n=%d: order differs from the stable sort (err %v)", n, err)
 		}
 	}
@@ -36,7 +40,7 @@ func TestScheduleStopsOnItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("SIGTERM")
 	cancel(cause)
-	sorted := make([]Job, 3*checkEvery)
+	sorted := make([]Job, 1000)
 	for i := range sorted {
 		sorted[i] = Job{Release: int64(i), Deadline: int64(i) + 10, Exec: 5}
 	}

@@ -48,7 +48,7 @@ const checkEvery = 1 << 16
 // seconds, longer than a SIGTERM may wait), and returns an error wrapping
 // context.Cause(ctx).
 func ScheduleContext(ctx context.Context, jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, steps []Step, missed int, err error) {
-	order, err := releaseOrder(ctx, jobs)
+	order, err := releaseOrder(ctx, jobs, checkEvery)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -142,10 +142,10 @@ func byRelease(jobs []Job) func(x, y int32) int {
 
 // releaseOrder is the indices of jobs stably sorted by release, then
 // deadline. Jobs already in that order (the first function's, released at
-// arrival) are not sorted again. Otherwise runs of checkEvery are sorted
+// arrival) are not sorted again. Otherwise runs of run jobs are sorted
 // and merged pairwise, looking at ctx between runs and every checkEvery
 // merged jobs, so that a large sort can be stopped.
-func releaseOrder(ctx context.Context, jobs []Job) ([]int32, error) {
+func releaseOrder(ctx context.Context, jobs []Job, run int) ([]int32, error) {
 	order := make([]int32, len(jobs))
 	for i := range order {
 		order[i] = int32(i)
@@ -154,14 +154,14 @@ func releaseOrder(ctx context.Context, jobs []Job) ([]int32, error) {
 	if slices.IsSortedFunc(order, less) {
 		return order, nil
 	}
-	for lo := 0; lo < len(order); lo += checkEvery {
+	for lo := 0; lo < len(order); lo += run {
 		if ctx.Err() != nil {
 			return nil, stopped(ctx, 0, len(order))
 		}
-		slices.SortStableFunc(order[lo:min(len(order), lo+checkEvery)], less)
+		slices.SortStableFunc(order[lo:min(len(order), lo+run)], less)
 	}
 	buf := make([]int32, len(order))
-	for width := checkEvery; width < len(order); width *= 2 {
+	for width := run; width < len(order); width *= 2 {
 		for lo := 0; lo < len(order); lo += 2 * width {
 			mid, hi := min(len(order), lo+width), min(len(order), lo+2*width)
 			if err := merge(ctx, buf[lo:hi], order[lo:mid], order[mid:hi], less); err != nil {
