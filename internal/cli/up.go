@@ -80,7 +80,7 @@ on a capacity-bounded runtime, with and without criticality.`,
 	fs := cmd.Flags()
 	fs.StringVar(&policies, "policy", strings.Join(liverun.DefaultPolicies, ","),
 		fmt.Sprintf("policies to compare, comma-separated, one gateway each: of %v", policy.Names()))
-	fs.StringVar(&cfg.App, "app", liverun.DefaultApp, fmt.Sprintf("example app to drive: one of %v", workload.Names()))
+	fs.StringVar(&cfg.App, "app", liverun.DefaultUpApp, fmt.Sprintf("example app to drive: one of %v", workload.Names()))
 	fs.StringVar(&cfg.Trace, "trace", liverun.DefaultUpTrace, fmt.Sprintf("arrival trace: one of %v", trace.Names()))
 	fs.Float64Var(&cfg.Rate, "rate", liverun.DefaultUpRate, fmt.Sprintf("mean requests per second, up to %d", liverun.MaxRate))
 	fs.StringVar(&cfg.Dist, "dist", "uniform", fmt.Sprintf("input-size distribution: one of %v", workload.DistNames()))
