@@ -100,15 +100,13 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if len(req.Secrets) > 0 {
-		http.Error(w, "secrets are not supported by this gateway; pass values in envVars", http.StatusBadRequest)
-		return
-	}
-	f, err := stack.FromAPI(req.Service, req.Image, req.EnvProcess, req.EnvVars, req.Labels, req.Annotations)
+	f, err := g.functionOf(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	g.store.lock()
+	defer g.store.unlock()
 	if update {
 		err = g.d.Update(r.Context(), f)
 	} else {
@@ -118,7 +116,28 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		writeError(w, err)
 		return
 	}
+	if err := g.store.saveDeployment(req); err != nil {
+		g.persistFailed(w, f.Name, err)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// functionOf builds the function a deployment request declares; the API
+// and the functions restored from the state folder share it.
+func (g *Gateway) functionOf(req deployment) (stack.Function, error) {
+	if len(req.Secrets) > 0 {
+		return stack.Function{}, errors.New("secrets are not supported by this gateway; pass values in envVars")
+	}
+	return stack.FromAPI(req.Service, req.Image, req.EnvProcess, req.EnvVars, req.Labels, req.Annotations)
+}
+
+// persistFailed answers a change the dispatcher made but the state folder
+// could not keep: it is served now and lost at the next restart.
+func (g *Gateway) persistFailed(w http.ResponseWriter, name string, err error) {
+	g.cfg.Logger.Error("the change is served but not kept in the state folder", "function", name, "err", err)
+	http.Error(w, fmt.Sprintf("function %q changed, but the state folder could not keep the change, so a restart loses it: %v", name, err),
+		http.StatusInternalServerError)
 }
 
 func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
@@ -132,8 +151,15 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "functionName is required", http.StatusBadRequest)
 		return
 	}
-	if err := g.d.Remove(r.Context(), req.FunctionName); err != nil {
+	name := trimNamespace(req.FunctionName)
+	g.store.lock()
+	defer g.store.unlock()
+	if err := g.d.Remove(r.Context(), name); err != nil {
 		writeError(w, err)
+		return
+	}
+	if err := g.store.remove(name); err != nil {
+		g.persistFailed(w, name, err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -159,8 +185,14 @@ func (g *Gateway) scaleFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("replicas %d must be in [0, %d]", *req.Replicas, stack.MaxInstances), http.StatusBadRequest)
 		return
 	}
+	g.store.lock()
+	defer g.store.unlock()
 	if err := g.d.Scale(name, int(*req.Replicas)); err != nil {
 		writeError(w, err)
+		return
+	}
+	if err := g.store.saveReplicas(name, int(*req.Replicas)); err != nil {
+		g.persistFailed(w, name, err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

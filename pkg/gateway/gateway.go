@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/statedir"
 )
 
 // DefaultMaxBody bounds a request or response body (HTTP 413 past it).
@@ -36,6 +37,9 @@ type Config struct {
 	// the others: what a layer over the dispatcher serves (pkg/scaleout's
 	// sync between replicas).
 	Routes map[string]http.Handler
+	// State is the gateway's state folder: what the API deploys, updates
+	// and scales is kept there (persist.go). Nil keeps nothing.
+	State *statedir.Dir
 }
 
 // Gateway is an http.Handler.
@@ -45,6 +49,7 @@ type Gateway struct {
 	mux     *http.ServeMux
 	up      *upstream
 	metrics *metrics
+	store   *functionStore
 }
 
 // New builds the gateway's routes.
@@ -65,7 +70,7 @@ func New(cfg Config) *Gateway {
 		cfg.Orchestration = "local"
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
-		metrics: newMetrics(cfg.Registry, cfg.Dispatcher)}
+		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), store: newFunctionStore(cfg.State)}
 	g.routes()
 	return g
 }

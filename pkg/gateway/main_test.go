@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 		serveInstance(mode)
 		return
 	}
+	if dir := os.Getenv(testGatewayEnv); dir != "" {
+		serveTestGateway(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -34,6 +38,7 @@ func serveInstance(mode string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	exitWithTestGateway()
 	var posts atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {

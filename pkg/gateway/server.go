@@ -47,19 +47,21 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Stack != nil {
-		if err := d.Load(ctx, cfg.Stack); err != nil {
-			_ = d.Close(context.Background())
-			return nil, err
-		}
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
+	cfg.Gateway.Dispatcher = d
+	cfg.Gateway.State = cfg.State
+	g := New(cfg.Gateway)
+	// The functions kept in the state folder, then the stack (persist.go).
+	if err := g.restore(ctx, cfg.Stack); err != nil {
+		g.Close()
 		_ = d.Close(context.Background())
 		return nil, err
 	}
-	cfg.Gateway.Dispatcher = d
-	g := New(cfg.Gateway)
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		g.Close()
+		_ = d.Close(context.Background())
+		return nil, err
+	}
 	s := &Server{D: d, G: g, ln: ln, served: make(chan error, 1), ticks: make(chan struct{}),
 		srv: &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
 	actx, stop := context.WithCancel(context.Background())
