@@ -57,6 +57,8 @@ type functionStatus struct {
 	Running     int     `json:"running"`
 	App         string  `json:"app,omitempty"`
 	ColdStartMS float64 `json:"coldStartMs"`
+	// OpenFaaS's fields that secrets and limits fill (status.go).
+	stateFields
 }
 
 func toStatus(s dispatch.FunctionStatus) functionStatus {
@@ -65,7 +67,8 @@ func toStatus(s dispatch.FunctionStatus) functionStatus {
 		EnvVars: f.Env, Labels: f.Labels, Annotations: f.Annotations,
 		InvocationCount: float64(s.Stats.Completed), Replicas: uint64(s.Replicas), AvailableReplicas: uint64(s.Available),
 		SLO: f.SLO.String(), Criticality: f.Criticality, MinScale: f.MinScale, MaxScale: f.MaxScale,
-		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart)}
+		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart),
+		stateFields: stateFieldsOf(f)}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -101,6 +104,9 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		return
 	}
 	f, err := g.functionOf(req)
+	if err == nil {
+		err = g.checkSecretsExist(f)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -126,10 +132,12 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 // functionOf builds the function a deployment request declares; the API
 // and the functions restored from the state folder share it.
 func (g *Gateway) functionOf(req deployment) (stack.Function, error) {
-	if len(req.Secrets) > 0 {
-		return stack.Function{}, errors.New("secrets are not supported by this gateway; pass values in envVars")
+	f, err := stack.FromAPI(req.Service, req.Image, req.EnvProcess, req.EnvVars, req.Labels, req.Annotations)
+	if err != nil {
+		return f, err
 	}
-	return stack.FromAPI(req.Service, req.Image, req.EnvProcess, req.EnvVars, req.Labels, req.Annotations)
+	f.Secrets = req.Secrets
+	return f, f.Validate()
 }
 
 // persistFailed answers a change the dispatcher made but the state folder

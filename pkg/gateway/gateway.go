@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/secrets"
 	"gantry.dev/gantry/pkg/statedir"
 )
 
@@ -50,6 +51,8 @@ type Gateway struct {
 	up      *upstream
 	metrics *metrics
 	store   *functionStore
+	secrets *secrets.Store // nil without a state folder
+	local   bool           // instances are local processes (instances.go)
 }
 
 // New builds the gateway's routes.
@@ -71,6 +74,12 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
 		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), store: newFunctionStore(cfg.State)}
+	if cfg.State != nil {
+		var err error
+		if g.secrets, err = secrets.Open(cfg.State); err != nil {
+			cfg.Logger.Error("secrets are not served", "err", err)
+		}
+	}
 	g.routes()
 	return g
 }
@@ -97,6 +106,10 @@ func (g *Gateway) routes() {
 	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
 	g.mux.Handle("GET /system/info", admin(g.info))
 	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
+	g.mux.Handle("GET /system/secrets", admin(g.secretsRoute(g.listSecrets)))
+	g.mux.Handle("POST /system/secrets", admin(g.secretsRoute(g.createSecret)))
+	g.mux.Handle("PUT /system/secrets", admin(g.secretsRoute(g.updateSecret)))
+	g.mux.Handle("DELETE /system/secrets", admin(g.secretsRoute(g.deleteSecret)))
 	for pattern, h := range g.cfg.Routes {
 		g.mux.Handle(pattern, admin(h.ServeHTTP))
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -66,6 +67,17 @@ func serveInstance(mode string) {
 			time.Sleep(300 * time.Millisecond)
 		case "upper":
 			body = bytes.ToUpper(body)
+		case "secret":
+			// Answers "MODE:VALUE" of the secret the body names, read
+			// where the gateway says this instance's secrets are.
+			dir := os.Getenv(SecretsDirEnv)
+			st, err := os.Stat(dir)
+			v, err2 := os.ReadFile(filepath.Join(dir, string(body)))
+			if err != nil || err2 != nil {
+				http.Error(w, fmt.Sprint(err, err2), http.StatusNotFound)
+				return
+			}
+			body = []byte(fmt.Sprintf("%o:%s", st.Mode().Perm(), v))
 		}
 		w.Header().Set(OutputSizeHeader, fmt.Sprint(len(body)))
 		_, _ = w.Write(body)

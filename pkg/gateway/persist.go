@@ -200,6 +200,11 @@ func (g *Gateway) restore(ctx context.Context, s *stack.Stack) error {
 	if s == nil {
 		return nil
 	}
+	for _, f := range s.Functions {
+		if err := g.checkSecretsExist(f); err != nil {
+			return err
+		}
+	}
 	return g.d.Load(ctx, s)
 }
 

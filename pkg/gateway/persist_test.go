@@ -70,8 +70,7 @@ func startStateGateway(t *testing.T, dir string, s *stack.Stack) (srv *Server, s
 		t.Fatal(err)
 	}
 	srv, err = Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", Stack: s, State: d,
-		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
-		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond}})
+		Backend: newTestLocal(t), Dispatch: dispatch.Config{Tick: 50 * time.Millisecond}})
 	if err != nil {
 		d.Close()
 		t.Fatal(err)
@@ -89,6 +88,10 @@ func startStateGateway(t *testing.T, dir string, s *stack.Stack) (srv *Server, s
 	}
 	t.Cleanup(stop)
 	return srv, stop
+}
+
+func newTestLocal(t *testing.T) *backend.Local {
+	return backend.NewLocal(backend.LocalConfig{Log: testWriter{t}})
 }
 
 // deploymentJSON is a deployment of the test binary in mode.

@@ -50,6 +50,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	cfg.Gateway.Dispatcher = d
 	cfg.Gateway.State = cfg.State
 	g := New(cfg.Gateway)
+	g.attachLocal(cfg.Backend)
 	// The functions kept in the state folder, then the stack (persist.go).
 	if err := g.restore(ctx, cfg.Stack); err != nil {
 		g.Close()

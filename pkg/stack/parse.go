@@ -17,7 +17,7 @@ const MaxFileSize = 4 << 20
 
 // The YAML shape. OpenFaaS build fields (lang, handler, build_args, …) are
 // accepted so a user's stack.yml parses unchanged; fields Gantry cannot honour
-// (secrets, environment_file) are errors rather than silently ignored.
+// (environment_file) are errors rather than silently ignored.
 type fileYAML struct {
 	Version       string                  `yaml:"version"`
 	Provider      providerYAML            `yaml:"provider"`
@@ -218,8 +218,8 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 	bad := func(format string, args ...any) (Function, error) {
 		return Function{}, fmt.Errorf("%w: function %q: %s", ErrInvalid, name, fmt.Sprintf(format, args...))
 	}
-	if len(y.Secrets) > 0 || len(y.EnvironmentFile) > 0 {
-		return bad("secrets and environment_file are not supported; put values in environment")
+	if len(y.EnvironmentFile) > 0 {
+		return bad("environment_file is not supported; put values in environment")
 	}
 	if y.FProcess != "" && y.Command != "" && y.FProcess != y.Command {
 		return bad("fprocess and command disagree; give one")
@@ -229,7 +229,7 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		Criticality: y.Criticality, MinScale: y.Scale.Min, MaxScale: y.Scale.Max,
 		Concurrency: y.Concurrency, SizeHeader: y.InputSize.Header,
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
-		MaxQueue: y.MaxQueue, Kind: y.Kind}
+		MaxQueue: y.MaxQueue, Kind: y.Kind, Secrets: y.Secrets}
 	if y.InputSize.Sensitive != nil {
 		f.SizeSensitive = *y.InputSize.Sensitive
 	}

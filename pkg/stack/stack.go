@@ -92,6 +92,8 @@ type Function struct {
 	Kind string
 	// Line is where the declaration starts in its stack file (0 over the API).
 	Line int
+	// Secrets are the names of the secrets each instance gets (extras.go).
+	Secrets []string
 }
 
 // App is a chain of functions: each function's output is the next one's
@@ -173,7 +175,7 @@ func (f *Function) Validate() error {
 			return fmt.Errorf("%w: function %q: %s", ErrInvalid, f.Name, c.msg)
 		}
 	}
-	return nil
+	return f.validateExtras()
 }
 
 func finitePositive(x float64) bool { return x > 0 && !math.IsInf(x, 0) }

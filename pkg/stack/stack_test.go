@@ -71,7 +71,9 @@ func TestParseErrorsNameTheFileAndLine(t *testing.T) {
 		{"undeclared", "functions:\n  f:\n    fprocess: x\napps:\n  a:\n    functions: [f, g]\n", "stack.yml:5:"},
 		{"scale", "functions:\n  f:\n    fprocess: x\n    scale: {min: 5, max: 2}\n", "stack.yml:2:"},
 		{"label", "functions:\n  f:\n    fprocess: x\n    labels: {com.openfaas.scale.max: lots}\n", "stack.yml:2:"},
-		{"secrets", "functions:\n  f:\n    fprocess: x\n    secrets: [s]\n", "not supported"},
+		{"environment_file", "functions:\n  f:\n    fprocess: x\n    environment_file: [e.yml]\n", "not supported"},
+		{"secret name", "functions:\n  f:\n    fprocess: x\n    secrets: [Bad_Secret]\n", "stack.yml:2:"},
+		{"secret twice", "functions:\n  f:\n    fprocess: x\n    secrets: [s, s]\n", "twice"},
 		{"empty", "", "empty stack file"},
 		{"not yaml", "functions: [\n", "stack.yml: invalid declaration"},
 	}
@@ -82,6 +84,16 @@ func TestParseErrorsNameTheFileAndLine(t *testing.T) {
 				t.Fatalf("got %v, want an ErrInvalid containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestParseReadsSecrets(t *testing.T) {
+	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    secrets: [db-password, api.key]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.Functions[0].Secrets, ","); got != "db-password,api.key" {
+		t.Fatalf("secrets %q", got)
 	}
 }
 

@@ -1,0 +1,28 @@
+package gateway
+
+// What the gateway adds to each local instance through the backend's
+// hook: its secrets (secrets.go).
+
+import (
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// attachLocal hooks the gateway into a local backend's instance starts;
+// other backends run their instances elsewhere.
+func (g *Gateway) attachLocal(be backend.Backend) {
+	l, ok := be.(*backend.Local)
+	if !ok {
+		return
+	}
+	g.local = true
+	l.SetInstanceHook(g.prepareInstance)
+}
+
+func (g *Gateway) prepareInstance(id string, f stack.Function) (backend.Prepared, error) {
+	env, cleanup, err := g.secretsFor(id, f)
+	if err != nil {
+		return backend.Prepared{}, err
+	}
+	return backend.Prepared{Env: env, Done: cleanup}, nil
+}
