@@ -166,6 +166,7 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	g.logs.Drop(name)
 	if err := g.store.remove(name); err != nil {
 		g.persistFailed(w, name, err)
 		return

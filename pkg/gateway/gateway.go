@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/funclogs"
 	"gantry.dev/gantry/pkg/secrets"
 	"gantry.dev/gantry/pkg/statedir"
 )
@@ -53,6 +54,7 @@ type Gateway struct {
 	store   *functionStore
 	secrets *secrets.Store // nil without a state folder
 	local   bool           // instances are local processes (instances.go)
+	logs    *funclogs.Hub  // the instances' output (logs.go)
 }
 
 // New builds the gateway's routes.
@@ -73,7 +75,8 @@ func New(cfg Config) *Gateway {
 		cfg.Orchestration = "local"
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
-		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), store: newFunctionStore(cfg.State)}
+		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), store: newFunctionStore(cfg.State),
+		logs: funclogs.New(nil)}
 	if cfg.State != nil {
 		var err error
 		if g.secrets, err = secrets.Open(cfg.State); err != nil {
@@ -90,7 +93,11 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 
 // Close closes the gateway's idle connections to instances and stops
 // their janitor. Call it once the server has stopped.
-func (g *Gateway) Close() { g.up.close() }
+func (g *Gateway) Close() { g.up.close(); g.logs.Close() }
+
+// EndStreams ends the streams that would otherwise last until their
+// client goes (log followers), so that a drain does not wait for them.
+func (g *Gateway) EndStreams() { g.logs.Close() }
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }
@@ -106,6 +113,7 @@ func (g *Gateway) routes() {
 	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
 	g.mux.Handle("GET /system/info", admin(g.info))
 	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
+	g.mux.Handle("GET /system/logs", admin(g.functionLogs))
 	g.mux.Handle("GET /system/secrets", admin(g.secretsRoute(g.listSecrets)))
 	g.mux.Handle("POST /system/secrets", admin(g.secretsRoute(g.createSecret)))
 	g.mux.Handle("PUT /system/secrets", admin(g.secretsRoute(g.updateSecret)))

@@ -1,7 +1,8 @@
 package gateway
 
 // What the gateway adds to each local instance through the backend's
-// hook: its secrets (secrets.go).
+// hook: its secrets (secrets.go) and a writer of its output into the
+// function's log ring (logs.go).
 
 import (
 	"gantry.dev/gantry/pkg/backend"
@@ -24,5 +25,11 @@ func (g *Gateway) prepareInstance(id string, f stack.Function) (backend.Prepared
 	if err != nil {
 		return backend.Prepared{}, err
 	}
-	return backend.Prepared{Env: env, Done: cleanup}, nil
+	out := g.logs.Writer(f.Name, id)
+	return backend.Prepared{Env: env, Output: out, Done: func() {
+		out.Close()
+		if cleanup != nil {
+			cleanup()
+		}
+	}}, nil
 }

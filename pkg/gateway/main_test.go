@@ -67,6 +67,10 @@ func serveInstance(mode string) {
 			time.Sleep(300 * time.Millisecond)
 		case "upper":
 			body = bytes.ToUpper(body)
+		case "say":
+			// Prints the body on stdout and stderr, for the logs.
+			fmt.Printf("said %s\n", body)
+			fmt.Fprintf(os.Stderr, "warned %s\n", body)
 		case "secret":
 			// Answers "MODE:VALUE" of the secret the body names, read
 			// where the gateway says this instance's secrets are.

@@ -65,6 +65,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{D: d, G: g, ln: ln, served: make(chan error, 1), ticks: make(chan struct{}),
 		srv: &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	s.srv.RegisterOnShutdown(g.EndStreams)
 	actx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go func() { d.Run(actx); close(s.ticks) }()
