@@ -67,8 +67,14 @@ func toStatus(s dispatch.FunctionStatus) functionStatus {
 		EnvVars: f.Env, Labels: f.Labels, Annotations: f.Annotations,
 		InvocationCount: float64(s.Stats.Completed), Replicas: uint64(s.Replicas), AvailableReplicas: uint64(s.Available),
 		SLO: f.SLO.String(), Criticality: f.Criticality, MinScale: f.MinScale, MaxScale: f.MaxScale,
-		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart),
-		stateFields: stateFieldsOf(f)}
+		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart)}
+}
+
+// status is toStatus with the fields of secrets and limits (status.go).
+func (g *Gateway) status(s dispatch.FunctionStatus) functionStatus {
+	st := toStatus(s)
+	st.stateFields = g.stateFieldsOf(s.Decl)
+	return st
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -77,7 +83,7 @@ func (g *Gateway) listFunctions(w http.ResponseWriter, _ *http.Request) {
 	all := g.d.Functions()
 	out := make([]functionStatus, 0, len(all))
 	for _, s := range all {
-		out = append(out, toStatus(s))
+		out = append(out, g.status(s))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -88,7 +94,7 @@ func (g *Gateway) getFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("function %q not found", r.PathValue("name")), http.StatusNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, toStatus(s))
+	writeJSON(w, http.StatusOK, g.status(s))
 }
 
 func (g *Gateway) deployFunction(w http.ResponseWriter, r *http.Request) {
@@ -106,6 +112,9 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 	f, err := g.functionOf(req)
 	if err == nil {
 		err = g.checkSecretsExist(f)
+	}
+	if err == nil {
+		err = g.checkLocal(f)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -137,6 +146,13 @@ func (g *Gateway) functionOf(req deployment) (stack.Function, error) {
 		return f, err
 	}
 	f.Secrets = req.Secrets
+	f.ReadOnlyRootFS = req.ReadOnly
+	if f.Limits, err = stack.ResourcesFrom("limits", req.Limits); err != nil {
+		return f, fmt.Errorf("%w: function %q: %v", stack.ErrInvalid, f.Name, err)
+	}
+	if f.Requests, err = stack.ResourcesFrom("requests", req.Requests); err != nil {
+		return f, fmt.Errorf("%w: function %q: %v", stack.ErrInvalid, f.Name, err)
+	}
 	return f, f.Validate()
 }
 
@@ -167,6 +183,7 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.logs.Drop(name)
+	g.limits.forget(name)
 	if err := g.store.remove(name); err != nil {
 		g.persistFailed(w, name, err)
 		return

@@ -55,6 +55,7 @@ type Gateway struct {
 	secrets *secrets.Store // nil without a state folder
 	local   bool           // instances are local processes (instances.go)
 	logs    *funclogs.Hub  // the instances' output (logs.go)
+	limits  *limits        // the memory watchdog and its kills (limits.go)
 }
 
 // New builds the gateway's routes.
@@ -76,7 +77,7 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
 		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), store: newFunctionStore(cfg.State),
-		logs: funclogs.New(nil)}
+		logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	if cfg.State != nil {
 		var err error
 		if g.secrets, err = secrets.Open(cfg.State); err != nil {
@@ -93,7 +94,7 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 
 // Close closes the gateway's idle connections to instances and stops
 // their janitor. Call it once the server has stopped.
-func (g *Gateway) Close() { g.up.close(); g.logs.Close() }
+func (g *Gateway) Close() { g.up.close(); g.logs.Close(); g.limits.close() }
 
 // EndStreams ends the streams that would otherwise last until their
 // client goes (log followers), so that a drain does not wait for them.

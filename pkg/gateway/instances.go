@@ -2,7 +2,7 @@ package gateway
 
 // What the gateway adds to each local instance through the backend's
 // hook: its secrets (secrets.go) and a writer of its output into the
-// function's log ring (logs.go).
+// function's log ring (logs.go), and its memory watchdog (limits.go).
 
 import (
 	"gantry.dev/gantry/pkg/backend"
@@ -26,7 +26,11 @@ func (g *Gateway) prepareInstance(id string, f stack.Function) (backend.Prepared
 		return backend.Prepared{}, err
 	}
 	out := g.logs.Writer(f.Name, id)
-	return backend.Prepared{Env: env, Output: out, Done: func() {
+	started, unwatch := g.watchMemory(id, f)
+	return backend.Prepared{Env: env, Output: out, Started: started, Done: func() {
+		if unwatch != nil {
+			unwatch()
+		}
 		out.Close()
 		if cleanup != nil {
 			cleanup()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -22,7 +23,10 @@ import (
 // The test binary doubles as a function instance: run with
 // GANTRY_TEST_INSTANCE set, it serves the instance contract on $PORT.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("GANTRY_TEST_INSTANCE"); mode != "" {
+	if mode := os.Getenv("GANTRY_TEST_INSTANCE"); mode == "hogchild" {
+		hogMemory()
+		return
+	} else if mode != "" {
 		serveInstance(mode)
 		return
 	}
@@ -67,6 +71,23 @@ func serveInstance(mode string) {
 			time.Sleep(300 * time.Millisecond)
 		case "upper":
 			body = bytes.ToUpper(body)
+		case "hog":
+			// Starts a child holding the body's MiB; answers once
+			// the child ends or after 10 s.
+			if mb := string(body); mb != "0" {
+				self, _ := os.Executable()
+				child := exec.Command(self)
+				child.Env = append(os.Environ(), "GANTRY_TEST_INSTANCE=hogchild", "GANTRY_TEST_HOG_MB="+mb)
+				if err := child.Start(); err == nil {
+					done := make(chan struct{})
+					go func() { _ = child.Wait(); close(done) }()
+					select {
+					case <-done:
+					case <-time.After(10 * time.Second):
+					}
+				}
+			}
+			body = []byte("survived")
 		case "say":
 			// Prints the body on stdout and stderr, for the logs.
 			fmt.Printf("said %s\n", body)
@@ -87,6 +108,18 @@ func serveInstance(mode string) {
 		_, _ = w.Write(body)
 	})
 	_ = http.Serve(ln, h)
+}
+
+// hogMemory holds $GANTRY_TEST_HOG_MB MiB, resident, for 30 s.
+func hogMemory() {
+	var mb int
+	fmt.Sscan(os.Getenv("GANTRY_TEST_HOG_MB"), &mb)
+	hold := make([]byte, mb<<20)
+	for i := 0; i < len(hold); i += 4096 {
+		hold[i] = 1
+	}
+	time.Sleep(30 * time.Second)
+	hold[0]++
 }
 
 // claim reports whether this process created the file at path first.

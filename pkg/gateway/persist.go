@@ -204,6 +204,9 @@ func (g *Gateway) restore(ctx context.Context, s *stack.Stack) error {
 		if err := g.checkSecretsExist(f); err != nil {
 			return err
 		}
+		if err := g.checkLocal(f); err != nil {
+			return err
+		}
 	}
 	return g.d.Load(ctx, s)
 }

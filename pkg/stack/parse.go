@@ -230,10 +230,17 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		Concurrency: y.Concurrency, SizeHeader: y.InputSize.Header,
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
 		MaxQueue: y.MaxQueue, Kind: y.Kind, Secrets: y.Secrets}
+	var err error
+	if f.Limits, err = ResourcesFrom("limits", y.Limits); err != nil {
+		return bad("%v", err)
+	}
+	if f.Requests, err = ResourcesFrom("requests", y.Requests); err != nil {
+		return bad("%v", err)
+	}
+	f.ReadOnlyRootFS = y.ReadOnlyRootFS
 	if y.InputSize.Sensitive != nil {
 		f.SizeSensitive = *y.InputSize.Sensitive
 	}
-	var err error
 	for _, d := range []struct {
 		field string
 		src   string

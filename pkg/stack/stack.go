@@ -94,6 +94,10 @@ type Function struct {
 	Line int
 	// Secrets are the names of the secrets each instance gets (extras.go).
 	Secrets []string
+	// Limits and Requests are OpenFaaS's resources (extras.go).
+	Limits, Requests Resources
+	// ReadOnlyRootFS is OpenFaaS's readOnlyRootFilesystem.
+	ReadOnlyRootFS bool
 }
 
 // App is a chain of functions: each function's output is the next one's

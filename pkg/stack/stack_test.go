@@ -73,6 +73,9 @@ func TestParseErrorsNameTheFileAndLine(t *testing.T) {
 		{"label", "functions:\n  f:\n    fprocess: x\n    labels: {com.openfaas.scale.max: lots}\n", "stack.yml:2:"},
 		{"environment_file", "functions:\n  f:\n    fprocess: x\n    environment_file: [e.yml]\n", "not supported"},
 		{"secret name", "functions:\n  f:\n    fprocess: x\n    secrets: [Bad_Secret]\n", "stack.yml:2:"},
+		{"limit unit", "functions:\n  f:\n    fprocess: x\n    limits: {memory: lots}\n", "not a quantity"},
+		{"limit gpu", "functions:\n  f:\n    fprocess: x\n    limits: {nvidia.com/gpu: 1}\n", "only memory and cpu"},
+		{"request over limit", "functions:\n  f:\n    fprocess: x\n    limits: {memory: 64Mi}\n    requests: {memory: 128Mi}\n", "above limits"},
 		{"secret twice", "functions:\n  f:\n    fprocess: x\n    secrets: [s, s]\n", "twice"},
 		{"empty", "", "empty stack file"},
 		{"not yaml", "functions: [\n", "stack.yml: invalid declaration"},
@@ -94,6 +97,17 @@ func TestParseReadsSecrets(t *testing.T) {
 	}
 	if got := strings.Join(s.Functions[0].Secrets, ","); got != "db-password,api.key" {
 		t.Fatalf("secrets %q", got)
+	}
+}
+
+func TestParseReadsLimitsAsWritten(t *testing.T) {
+	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    limits: {memory: 128Mi, cpu: 500m}\n    requests: {memory: 64M}\n    readonly_root_filesystem: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Functions[0]
+	if f.Limits != (Resources{Memory: "128Mi", CPU: "500m"}) || f.Requests != (Resources{Memory: "64M"}) || !f.ReadOnlyRootFS || f.Limits.MemoryBytes() != 128<<20 {
+		t.Fatalf("%+v %+v %v", f.Limits, f.Requests, f.ReadOnlyRootFS)
 	}
 }
 
