@@ -27,6 +27,20 @@ type Prepared struct {
 	Done func()
 }
 
+// refusal is LocalRefusal, except that with a hook set the secrets, limits
+// and requests are the hook's: the gateway's hands each instance its
+// secrets, enforces the memory limit and reports the CPU limit and the
+// requests as not enforced, with the reason.
+func (l *Local) refusal(f stack.Function) error {
+	l.mu.Lock()
+	hooked := l.hook != nil
+	l.mu.Unlock()
+	if hooked {
+		f.Secrets, f.Limits, f.Requests = nil, stack.Resources{}, stack.Resources{}
+	}
+	return LocalRefusal(f)
+}
+
 // SetInstanceHook sets the hook; call it before the first Start.
 func (l *Local) SetInstanceHook(h InstanceHook) {
 	l.mu.Lock()

@@ -83,6 +83,9 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		return nil, nil, fmt.Errorf("input size %v must be a positive finite number", r.Size)
 	}
 	now := d.cfg.Now()
+	if err := d.lockedRefuseBackingOff(fn, now); err != nil {
+		return nil, nil, err
+	}
 	g := fn.g
 	c := &call{fn: fn, size: r.Size, queuedAt: now, got: make(chan *instance, 1),
 		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline), Pred: g.con.Estimate(fn.idx, r.Size)}}
@@ -106,7 +109,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		fn.queue.Push(c.entry, c)
 	}
 	fn.stats.Accepted++
-	d.peers.Arrived(fn.decl.Name, r.Size)
+	d.peers.Arrived(fn.decl.Ref(), r.Size)
 	d.lockedApply(fn, policy.Decision{Add: g.pol.Arrive(now, fn.idx, r.Size, d.lockedCounts(fn))}, now)
 	d.lockedLookAhead(fn, now)
 	if where == policy.RunNow {
@@ -119,7 +122,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 // policy): c waits for the next instance of fn to be ready. It reports
 // false when none can start (the function's maximum, or the capacity).
 func (d *Dispatcher) lockedStartOwn(fn *function, c *call, now time.Time) bool {
-	if policy.Grow(1, fn.liveCount(), fn.decl.MaxScale) == 0 || !d.lockedTakeCapacity(fn, now) {
+	if policy.Grow(1, fn.liveCount(), fn.decl.MaxScale) == 0 || d.lockedStarts(fn, now) == 0 || !d.lockedTakeCapacity(fn, now) {
 		return false
 	}
 	d.lockedStart(fn, 1, now)
@@ -186,7 +189,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 		if err := fn.g.pol.Complete(fn.idx, c.size, exec, max(output, minOutput)); err != nil {
 			d.cfg.Logger.Warn("profiler rejected a sample", "function", fn.decl.Name, "err", err)
 		} else {
-			d.peers.Executed(fn.decl.Name, Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
+			d.peers.Executed(fn.decl.Ref(), Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
 		}
 	} else {
 		fn.stats.Abandoned++

@@ -87,5 +87,5 @@ func (d *Dispatcher) lockedDrain(in *instance) {
 // lockedDrained reports a draining instance that may stop now: nothing
 // runs on it here or elsewhere, and no other replica holds a slot on it.
 func (d *Dispatcher) lockedDrained(in *instance) bool {
-	return in.draining && d.lockedIdle(in) && !d.peers.Holds(in.fn.decl.Name, in.ID)
+	return in.draining && d.lockedIdle(in) && !d.peers.Holds(in.fn.decl.Ref(), in.ID)
 }

@@ -14,7 +14,11 @@ type FunctionStats struct {
 	Spawned, Ready, StartFailures          int64
 	Stopped, Crashes                       int64
 	// Checks counts health checks after an instance failed a request.
-	Checks       int64
+	Checks int64
+	// BackedOff counts requests refused at once because the function was
+	// backing off from a crash loop with nothing to run them on (they are
+	// not Accepted).
+	BackedOff    int64
 	ColdStartSum time.Duration
 }
 

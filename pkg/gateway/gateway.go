@@ -51,6 +51,7 @@ type Gateway struct {
 	mux     *http.ServeMux
 	up      *upstream
 	metrics *metrics
+	ns      *namespaces
 	store   *functionStore
 	secrets *secrets.Store // nil without a state folder
 	local   bool           // instances are local processes (instances.go)
@@ -76,8 +77,8 @@ func New(cfg Config) *Gateway {
 		cfg.Orchestration = "local"
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
-		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), store: newFunctionStore(cfg.State),
-		logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
+		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher),
+		store: newFunctionStore(cfg.State), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	if cfg.State != nil {
 		var err error
 		if g.secrets, err = secrets.Open(cfg.State); err != nil {
@@ -113,7 +114,12 @@ func (g *Gateway) routes() {
 	g.mux.Handle("GET /system/apps/{name}", admin(g.getApp))
 	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
 	g.mux.Handle("GET /system/info", admin(g.info))
-	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
+	g.mux.Handle("GET /system/namespaces", admin(g.listNamespaces))
+	g.mux.Handle("GET /system/namespace/{name}", admin(g.getNamespace))
+	g.mux.Handle("POST /system/namespace/{$}", admin(g.createNamespace))
+	g.mux.Handle("POST /system/namespace/{name}", admin(g.createNamespace))
+	g.mux.Handle("PUT /system/namespace/{name}", admin(g.updateNamespace))
+	g.mux.Handle("DELETE /system/namespace/{name}", admin(g.deleteNamespace))
 	g.mux.Handle("GET /system/logs", admin(g.functionLogs))
 	g.mux.Handle("GET /system/secrets", admin(g.secretsRoute(g.listSecrets)))
 	g.mux.Handle("POST /system/secrets", admin(g.secretsRoute(g.createSecret)))
@@ -130,6 +136,10 @@ func (g *Gateway) routes() {
 		_, _ = w.Write([]byte("OK\n"))
 	})
 	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.cfg.Registry, promhttp.HandlerOpts{}))
+	// Whatever no route above serves gets a 404 or 405 that says so, never
+	// Go's bare "404 page not found": a client learns what it asked for
+	// that this gateway does not have (routes.go).
+	g.mux.HandleFunc("/", g.noRoute)
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }

@@ -25,7 +25,7 @@ func (g *Gateway) prepareInstance(id string, f stack.Function) (backend.Prepared
 	if err != nil {
 		return backend.Prepared{}, err
 	}
-	out := g.logs.Writer(f.Name, id)
+	out := g.logs.Writer(f.Ref(), id)
 	started, unwatch := g.watchMemory(id, f)
 	return backend.Prepared{Env: env, Output: out, Started: started, Done: func() {
 		if unwatch != nil {

@@ -8,9 +8,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
+	"gantry.dev/gantry/pkg/callid"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/stack"
 )
@@ -40,12 +40,15 @@ func (f *failure) Error() string { return f.err.Error() }
 
 func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
-	name := trimNamespace(r.PathValue("name"))
-	decl, ok := g.d.Lookup(name)
+	w.Header().Set(callid.Header, callid.Ensure(r.Header))
+	decl, ok := g.Resolve(r.PathValue("name"))
 	if !ok {
-		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
+		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found",
+			fmt.Errorf("function %q not found", stack.QualifiedRef(r.PathValue("name")))})
 		return
 	}
+	name := decl.Qualified()
+	g.metrics.forName(name).started().Inc()
 	body, fail := g.readBody(w, r)
 	if fail != nil {
 		g.fail(w, name, fail)
@@ -62,11 +65,12 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), decl.SLO)
 }
 
 func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
+	w.Header().Set(callid.Header, callid.Ensure(r.Header))
 	name := r.PathValue("name")
 	app, ok := g.d.App(name)
 	if !ok {
@@ -78,6 +82,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
+	g.metrics.forName(name).started().Inc()
 	header := r.Header
 	var res *result
 	for i, fnName := range app.Functions {
@@ -93,14 +98,14 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			size = res.outSize
 		}
 		if fail != nil {
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		fwd := forward{method: http.MethodPost, path: "/", header: header}
 		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd)
 		if fail != nil {
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		if res.status >= 300 {
@@ -108,21 +113,15 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		body, header = res.body, chainHeader(res, decl)
+		header.Set(callid.Header, r.Header.Get(callid.Header))
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), app.Budget[len(app.Budget)-1])
 }
 
 // unknownName is the function_name label of requests for a name that is
 // not deployed: a client choosing names must not grow the metrics without
 // bound.
 const unknownName = "_unknown"
-
-// trimNamespace drops the ".openfaas-fn" suffix faas-cli adds to a
-// function's name when given a namespace: the local runtime has only that
-// one.
-func trimNamespace(name string) string {
-	return strings.TrimSuffix(name, "."+namespace)
-}
 
 // chainHeader is what the next function of a chain receives: the content
 // type and the output size, as the size header a function may declare.
@@ -198,17 +197,18 @@ type forward struct {
 	header              http.Header
 }
 
-// call runs one function: acquire a slot, forward, release. An instance
-// that fails to answer is taken out of service and the request is retried
-// once on another instance.
+// call runs one function: acquire a slot, forward, release. A request an
+// instance failed is retried once on another instance, only when it was
+// never delivered (refused, or reset before a byte was written) or when
+// the function is declared idempotent: otherwise the function may have
+// run, and running it again is the client's call.
 func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward) (*result, *failure) {
-	var lastErr error
-	for attempt := 0; attempt < 2; attempt++ {
-		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Name, Size: size, Deadline: deadline})
+	for attempt := 0; ; attempt++ {
+		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline})
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
 		}
-		m := g.metrics.forName(decl.Name)
+		m := g.metrics.forName(decl.Qualified())
 		m.queueWait().Observe(lease.Waited.Seconds())
 		res, crashed, fail := g.execute(ctx, lease, body, fwd)
 		if fail != nil {
@@ -217,10 +217,19 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 		if crashed == nil {
 			return res, nil
 		}
-		lastErr = crashed
+		delivered := !neverDelivered(crashed)
+		switch {
+		case attempt > 0:
+			return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, crashed)}
+		case delivered && !decl.Idempotent:
+			return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf(
+				"function %q: instance %s failed after receiving the request, which may have run; not retried (the function is not declared idempotent): %v",
+				decl.Name, lease.Instance.ID, crashed)}
+		}
 		m.retries().Inc()
+		g.cfg.Logger.Warn("retrying on another instance", "function", decl.Name, callid.Header, fwd.header.Get(callid.Header),
+			"instance", lease.Instance.ID, "delivered", delivered, "err", crashed)
 	}
-	return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, lastErr)}
 }
 
 func acquireFailure(ctx context.Context, err error) *failure {
@@ -234,7 +243,7 @@ func acquireFailure(ctx context.Context, err error) *failure {
 	case errors.Is(err, dispatch.ErrClosed), errors.Is(err, dispatch.ErrRemoved):
 		return &failure{http.StatusServiceUnavailable, "unavailable", err}
 	case errors.Is(err, dispatch.ErrStartFailed):
-		return &failure{http.StatusBadGateway, "start_failed", err}
+		return &failure{http.StatusServiceUnavailable, "crash_loop", err}
 	}
 	return &failure{http.StatusBadRequest, "bad_request", err}
 }
@@ -271,6 +280,15 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	return nil, err, nil
 }
 
+// retryAfter is when a refused client may try again: a second past a
+// full queue, the rest of the back-off of a crash-looping function.
+func retryAfter(f *failure) (time.Duration, bool) {
+	if loop := (*dispatch.CrashLoopError)(nil); errors.As(f.err, &loop) {
+		return max(time.Second, loop.RetryAfter), true
+	}
+	return time.Second, f.status == http.StatusTooManyRequests
+}
+
 var errTooLarge = errors.New("response body over the limit")
 
 // outputSize is the size the next function of a chain receives: the
@@ -298,19 +316,27 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took time.Duration) {
+func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took, slo time.Duration) {
+	id := w.Header().Get(callid.Header)
 	copyHeader(w.Header(), res.header)
+	w.Header().Set(callid.Header, id) // the call's, whatever the instance says
 	w.Header().Set("X-Duration-Seconds", strconv.FormatFloat(took.Seconds(), 'f', 6, 64))
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
-	g.metrics.forName(name).observe(res.status, took)
+	g.metrics.forName(name).observe(res.status, took, slo)
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
-	if f.status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
+	if wait, ok := retryAfter(f); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 	}
-	g.metrics.forName(name).outcome(f.outcome).Inc()
+	m := g.metrics.forName(name)
+	m.outcome(f.outcome).Inc()
+	m.refused(f.status)
+	if f.status >= 500 {
+		g.cfg.Logger.Warn("request failed", "function", name, callid.Header, w.Header().Get(callid.Header),
+			"status", f.status, "reason", f.outcome, "err", f.err)
+	}
 	if f.status == 499 {
 		return // nobody is listening
 	}

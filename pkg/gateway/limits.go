@@ -9,7 +9,7 @@ package gateway
 // so it is shown with enforced: false and the reason. Requests place
 // instances on nodes; one machine has nothing to place, so they are shown
 // the same way. readOnlyRootFilesystem cannot be made true for a local
-// process without a mount namespace: refused.
+// process without a mount namespace: refused (backend.LocalRefusal).
 
 import (
 	"errors"
@@ -97,7 +97,8 @@ func (l *limits) killed(function string, k memwatch.Kill) {
 	l.counter.WithLabelValues(function).Inc()
 }
 
-// forget drops a removed function's counts and series.
+// forget drops a removed function's counts and series (by NAME.NAMESPACE,
+// the metrics' label).
 func (l *limits) forget(function string) {
 	l.mu.Lock()
 	delete(l.byFn, function)
@@ -132,39 +133,15 @@ func (g *Gateway) watchMemory(id string, f stack.Function) (started func(int), d
 	w := g.limits.watcher()
 	return func(pid int) {
 			if !w.Add(id, pid, limit, func(k memwatch.Kill) {
-				g.cfg.Logger.Warn("instance killed past its memory limit (OOM)", "function", f.Name, "instance", id,
+				g.cfg.Logger.Warn("instance killed past its memory limit (OOM)", "function", f.Qualified(), "instance", id,
 					"rss_mib", k.RSS>>20, "limit", f.Limits.Memory)
-				g.limits.killed(f.Name, k)
+				g.limits.killed(f.Qualified(), k)
 			}) {
 				g.cfg.Logger.Error("memory watchdog full; instance not watched", "instance", id, "max", memwatch.MaxWatched)
 			}
 		}, func() {
 			w.Remove(id)
 		}
-}
-
-// checkLocal refuses what the backend cannot honour.
-func (g *Gateway) checkLocal(f stack.Function) error {
-	switch {
-	case f.ReadOnlyRootFS && g.local:
-		return fmt.Errorf("%w: function %q: readOnlyRootFilesystem cannot be made true for a local process (no mount namespace); remove it, or deploy on Kubernetes", stack.ErrInvalid, f.Name)
-	case !g.local && (f.ReadOnlyRootFS || !f.Limits.IsZero() || !f.Requests.IsZero()):
-		return fmt.Errorf("%w: function %q: limits, requests and readOnlyRootFilesystem are not passed to Kubernetes pods by this backend yet; remove them", stack.ErrInvalid, f.Name)
-	}
-	return nil
-}
-
-// resourcesJSON is OpenFaaS's FunctionResources, as given.
-type resourcesJSON struct {
-	Memory string `json:"memory,omitempty"`
-	CPU    string `json:"cpu,omitempty"`
-}
-
-func toResources(r stack.Resources) *resourcesJSON {
-	if r.IsZero() {
-		return nil
-	}
-	return &resourcesJSON{Memory: r.Memory, CPU: r.CPU}
 }
 
 // enforcementJSON says which limits hold and what the watchdog killed.
@@ -197,7 +174,7 @@ func (g *Gateway) enforcement(f stack.Function) *enforcementJSON {
 		e.Requests = &enforcedJSON{Value: fmt.Sprintf("memory=%s cpu=%s", f.Requests.Memory, f.Requests.CPU), Reason: reasonReq}
 	}
 	g.limits.mu.Lock()
-	if c := g.limits.byFn[f.Name]; c != nil {
+	if c := g.limits.byFn[f.Qualified()]; c != nil {
 		e.OOMKills = c.kills
 		last := c.last
 		e.LastOOM = &last

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/funclogs"
+	"gantry.dev/gantry/pkg/stack"
 )
 
 // logMessage is OpenFaaS's logs.Message.
@@ -24,21 +25,23 @@ type logMessage struct {
 	Text      string    `json:"text"`
 }
 
+// toMessage names the function as OpenFaaS does: its name, and its
+// namespace beside it (the ring is keyed by the registry's Ref).
 func toMessage(l funclogs.Line) logMessage {
-	return logMessage{Name: l.Function, Namespace: namespace, Instance: l.Instance, Timestamp: l.Time, Text: l.Text}
+	name, ns := stack.SplitRef(l.Function)
+	return logMessage{Name: name, Namespace: ns, Instance: l.Instance, Timestamp: l.Time, Text: l.Text}
 }
 
 // parseLogQuery reads faas-cli's query: name, namespace, instance, tail,
 // follow, since (RFC 3339).
 func parseLogQuery(r *http.Request) (q funclogs.Query, follow bool, err error) {
 	v := r.URL.Query()
-	q.Function = trimNamespace(v.Get("name"))
 	q.Instance = v.Get("instance")
-	if q.Function == "" {
+	if v.Get("name") == "" {
 		return q, false, errors.New("name is required: the function whose logs to read")
 	}
-	if ns := v.Get("namespace"); ns != "" && ns != namespace {
-		return q, false, fmt.Errorf("namespace %q does not exist; functions live in %q", ns, namespace)
+	if q.Function, err = refOf(v.Get("name"), v.Get("namespace")); err != nil {
+		return q, false, err
 	}
 	if s := v.Get("tail"); s != "" {
 		// faas-cli sends -1 for "all".
@@ -71,7 +74,7 @@ func (g *Gateway) functionLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, ok := g.d.Function(q.Function); !ok && !g.logs.Known(q.Function) {
-		http.Error(w, fmt.Sprintf("function %q not found", q.Function), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("function %q not found", stack.QualifiedRef(q.Function)), http.StatusNotFound)
 		return
 	}
 	var lines []funclogs.Line
@@ -108,7 +111,8 @@ func (g *Gateway) functionLogs(w http.ResponseWriter, r *http.Request) {
 		case l, ok := <-f.C():
 			if !ok {
 				if why := f.Reason(); why != "" {
-					_ = enc.Encode(logMessage{Name: q.Function, Namespace: namespace, Timestamp: time.Now(), Text: why})
+					m := toMessage(funclogs.Line{Function: q.Function, Time: time.Now(), Text: why})
+					_ = enc.Encode(m)
 				}
 				return
 			}

@@ -51,7 +51,7 @@ func TestLogsServeTailSinceAndLinesOfExitedInstances(t *testing.T) {
 	waitUntil(t, "four lines", func() bool { _, all, _ = readLogs(t, srv, "name=talker"); return len(all) == 4 })
 	var said []string
 	for _, m := range all {
-		if m.Name != "talker" || m.Namespace != namespace || !strings.HasPrefix(m.Instance, "talker-") || m.Timestamp.IsZero() {
+		if m.Name != "talker" || m.Namespace != stack.DefaultNamespace || !strings.HasPrefix(m.Instance, "talker-") || m.Timestamp.IsZero() {
 			t.Fatalf("message %+v", m)
 		}
 		if strings.HasPrefix(m.Text, "said") {
@@ -72,7 +72,7 @@ func TestLogsServeTailSinceAndLinesOfExitedInstances(t *testing.T) {
 		t.Fatalf("since an hour ahead: %v", got)
 	}
 	for q, want := range map[string]int{"": 400, "name=talker&tail=x": 400, "name=talker&since=yesterday": 400,
-		"name=talker&follow=maybe": 400, "name=talker&namespace=staging": 400, "name=nobody": 404} {
+		"name=talker&follow=maybe": 400, "name=talker&namespace=staging": 404, "name=nobody": 404} {
 		if code, _, body := readLogs(t, srv, q); code != want || len(body) < 10 {
 			t.Errorf("%q: %d %q, want %d with a reason", q, code, body, want)
 		}

@@ -64,21 +64,23 @@ func (s *functionStore) unlock() {
 	}
 }
 
-// path is the file of a function; names are DNS-1123 labels (checked
-// before anything is stored), so they are safe file names.
-func (s *functionStore) path(name string) string { return filepath.Join(s.dir, name+".json") }
+// path is the file of a function, by its registry key (NAME, or
+// NAME.NAMESPACE outside the default namespace); names and namespaces are
+// DNS-1123 labels (checked before anything is stored), so keys are safe
+// file names.
+func (s *functionStore) path(ref string) string { return filepath.Join(s.dir, ref+".json") }
 
 // saveDeployment records a deploy or update. An update keeps the replicas
 // of an earlier scale, as OpenFaaS's update keeps the replica count.
-func (s *functionStore) saveDeployment(req deployment) error {
+func (s *functionStore) saveDeployment(ref string, req deployment) error {
 	if s == nil {
 		return nil
 	}
 	rec := storedFunction{Version: storedVersion, Deployment: req}
-	if old, err := s.read(req.Service); err == nil {
+	if old, err := s.read(ref); err == nil {
 		rec.Replicas = old.Replicas
 	}
-	return s.write(rec)
+	return s.write(ref, rec)
 }
 
 // saveReplicas records a scale of a function the API deployed; a function
@@ -95,7 +97,7 @@ func (s *functionStore) saveReplicas(name string, n int) error {
 		return err
 	}
 	rec.Replicas = &n
-	return s.write(rec)
+	return s.write(name, rec)
 }
 
 func (s *functionStore) remove(name string) error {
@@ -108,12 +110,12 @@ func (s *functionStore) remove(name string) error {
 	return nil
 }
 
-func (s *functionStore) write(rec storedFunction) error {
+func (s *functionStore) write(ref string, rec storedFunction) error {
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return err
 	}
-	return statedir.WriteFile(s.path(rec.Deployment.Service), append(b, '\n'), 0o600)
+	return statedir.WriteFile(s.path(ref), append(b, '\n'), 0o600)
 }
 
 func (s *functionStore) read(name string) (storedFunction, error) {
@@ -138,8 +140,8 @@ func readStored(path string) (storedFunction, error) {
 	if rec.Version != storedVersion {
 		return rec, fmt.Errorf("%s: format version %d, this gateway reads %d", path, rec.Version, storedVersion)
 	}
-	if want := strings.TrimSuffix(filepath.Base(path), ".json"); rec.Deployment.Service != want {
-		return rec, fmt.Errorf("%s: holds function %q", path, rec.Deployment.Service)
+	if want, got := strings.TrimSuffix(filepath.Base(path), ".json"), stack.Ref(rec.Deployment.Service, rec.Deployment.Namespace); got != want {
+		return rec, fmt.Errorf("%s: holds function %q", path, got)
 	}
 	return rec, nil
 }
@@ -182,11 +184,11 @@ func (g *Gateway) restore(ctx context.Context, s *stack.Stack) error {
 	named := map[string]bool{}
 	if s != nil {
 		for _, f := range s.Functions {
-			named[f.Name] = true
+			named[f.Ref()] = true
 		}
 	}
 	for _, rec := range g.store.all(g.cfg.Logger) {
-		name := rec.Deployment.Service
+		name := stack.Ref(rec.Deployment.Service, rec.Deployment.Namespace)
 		if named[name] {
 			g.cfg.Logger.Info("the stack file declares a stored function; the stack's declaration is served", "function", name)
 			continue
@@ -204,15 +206,12 @@ func (g *Gateway) restore(ctx context.Context, s *stack.Stack) error {
 		if err := g.checkSecretsExist(f); err != nil {
 			return err
 		}
-		if err := g.checkLocal(f); err != nil {
-			return err
-		}
 	}
 	return g.d.Load(ctx, s)
 }
 
 func (g *Gateway) restoreOne(ctx context.Context, rec storedFunction) error {
-	f, err := g.functionOf(rec.Deployment)
+	f, err := rec.Deployment.function()
 	if err != nil {
 		return err
 	}
@@ -225,7 +224,7 @@ func (g *Gateway) restoreOne(ctx context.Context, rec storedFunction) error {
 		return nil
 	}
 	n := *rec.Replicas
-	if err := g.d.Scale(f.Name, n); err != nil && !errors.Is(err, dispatch.ErrRefused) {
+	if err := g.d.Scale(f.Ref(), n); err != nil && !errors.Is(err, dispatch.ErrRefused) {
 		return fmt.Errorf("replicas %d: %w", n, err)
 	}
 	return nil

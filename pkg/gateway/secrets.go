@@ -46,8 +46,8 @@ func (g *Gateway) secretsRoute(h http.HandlerFunc) http.HandlerFunc {
 			http.Error(w, why, http.StatusNotImplemented)
 			return
 		}
-		if ns := r.URL.Query().Get("namespace"); ns != "" && ns != namespace {
-			http.Error(w, fmt.Sprintf("namespace %q does not exist; secrets live in %q", ns, namespace), http.StatusBadRequest)
+		if ns := r.URL.Query().Get("namespace"); ns != "" && ns != stack.DefaultNamespace {
+			http.Error(w, fmt.Sprintf("secrets are kept for namespace %q only, not %q", stack.DefaultNamespace, ns), http.StatusBadRequest)
 			return
 		}
 		h(w, r)
@@ -62,7 +62,7 @@ func (g *Gateway) listSecrets(w http.ResponseWriter, _ *http.Request) {
 	}
 	out := make([]secretJSON, 0, len(names))
 	for _, n := range names {
-		out = append(out, secretJSON{Name: n, Namespace: namespace})
+		out = append(out, secretJSON{Name: n, Namespace: stack.DefaultNamespace})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -78,8 +78,8 @@ func decodeSecret(w http.ResponseWriter, r *http.Request, wantValue bool) (secre
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return req, nil, false
 	}
-	if req.Namespace != "" && req.Namespace != namespace {
-		http.Error(w, fmt.Sprintf("namespace %q does not exist; secrets live in %q", req.Namespace, namespace), http.StatusBadRequest)
+	if req.Namespace != "" && req.Namespace != stack.DefaultNamespace {
+		http.Error(w, fmt.Sprintf("secrets are kept for namespace %q only, not %q", stack.DefaultNamespace, req.Namespace), http.StatusBadRequest)
 		return req, nil, false
 	}
 	value := []byte(req.Value)
@@ -142,11 +142,14 @@ func secretResult(w http.ResponseWriter, err error) {
 // checkSecretsExist refuses a deployment naming a secret that is not
 // there, as OpenFaaS does: secrets must exist at deployment time.
 func (g *Gateway) checkSecretsExist(f stack.Function) error {
-	if len(f.Secrets) == 0 {
-		return nil
+	if len(f.Secrets) == 0 || !g.local {
+		return nil // another backend honours or refuses them itself
 	}
 	if why := g.noSecrets(); why != "" {
 		return fmt.Errorf("%w: function %q names secrets, but %s", stack.ErrInvalid, f.Name, why)
+	}
+	if f.Namespace != "" && f.Namespace != stack.DefaultNamespace {
+		return fmt.Errorf("%w: function %q: secrets are kept for namespace %q only; this function is in %q", stack.ErrInvalid, f.Name, stack.DefaultNamespace, f.Namespace)
 	}
 	var missing []string
 	for _, s := range f.Secrets {

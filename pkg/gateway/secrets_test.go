@@ -39,7 +39,7 @@ func TestSecretsAPIKeepsValuesPrivateAndHandsThemToInstances(t *testing.T) {
 		t.Fatalf("the list shows values: %s", list)
 	}
 	var got []secretJSON
-	if err := json.Unmarshal([]byte(list), &got); err != nil || len(got) != 2 || got[0].Name != "api-key" || got[1].Name != "db-password" || got[0].Namespace != namespace {
+	if err := json.Unmarshal([]byte(list), &got); err != nil || len(got) != 2 || got[0].Name != "api-key" || got[1].Name != "db-password" || got[0].Namespace != stack.DefaultNamespace {
 		t.Fatalf("list %s (%v)", list, err)
 	}
 	for _, name := range []string{"db-password", "api-key"} {

@@ -46,15 +46,21 @@ type upConn struct {
 	net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
-	// read counts the bytes read from the connection during the current
-	// exchange.
-	read     int64
-	idleFrom time.Time
+	// read and written count the bytes read from and written to the
+	// connection during the current exchange.
+	read, written int64
+	idleFrom      time.Time
 }
 
 func (c *upConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.read += int64(n)
+	return n, err
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written += int64(n)
 	return n, err
 }
 
@@ -72,6 +78,22 @@ type errDial struct{ err error }
 
 func (e *errDial) Error() string { return "connecting: " + e.err.Error() }
 func (e *errDial) Unwrap() error { return e.err }
+
+// errNotSent marks a request whose connection failed before any byte of
+// it was written (reset, closed): the instance cannot have received it.
+type errNotSent struct{ err error }
+
+func (e *errNotSent) Error() string { return "before sending: " + e.err.Error() }
+func (e *errNotSent) Unwrap() error { return e.err }
+
+// neverDelivered reports an error after which the instance cannot have
+// seen the request, so that sending it to another is safe whatever the
+// function does.
+func neverDelivered(err error) bool {
+	var dial *errDial
+	var notSent *errNotSent
+	return errors.As(err, &dial) || errors.As(err, &notSent)
+}
 
 // upRequest is what the gateway sends an instance.
 type upRequest struct {
@@ -127,14 +149,17 @@ var (
 // exchange writes the request and reads the response on c; reuse says the
 // connection is left clean for another request.
 func (u *upstream) exchange(c *upConn, r *upRequest, maxBody int64) (*upResponse, bool, error) {
-	c.read = 0
+	c.read, c.written = 0, 0
 	c.bw = writerPool.Get().(*bufio.Writer)
-	c.bw.Reset(c.Conn)
+	c.bw.Reset(c)
 	err := writeRequest(c.bw, r)
 	c.bw.Reset(nil)
 	writerPool.Put(c.bw)
 	c.bw = nil
 	if err != nil {
+		if c.written == 0 {
+			err = &errNotSent{err}
+		}
 		return nil, false, err
 	}
 	c.br = readerPool.Get().(*bufio.Reader)

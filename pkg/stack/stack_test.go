@@ -72,11 +72,6 @@ func TestParseErrorsNameTheFileAndLine(t *testing.T) {
 		{"scale", "functions:\n  f:\n    fprocess: x\n    scale: {min: 5, max: 2}\n", "stack.yml:2:"},
 		{"label", "functions:\n  f:\n    fprocess: x\n    labels: {com.openfaas.scale.max: lots}\n", "stack.yml:2:"},
 		{"environment_file", "functions:\n  f:\n    fprocess: x\n    environment_file: [e.yml]\n", "not supported"},
-		{"secret name", "functions:\n  f:\n    fprocess: x\n    secrets: [Bad_Secret]\n", "stack.yml:2:"},
-		{"limit unit", "functions:\n  f:\n    fprocess: x\n    limits: {memory: lots}\n", "not a quantity"},
-		{"limit gpu", "functions:\n  f:\n    fprocess: x\n    limits: {nvidia.com/gpu: 1}\n", "only memory and cpu"},
-		{"request over limit", "functions:\n  f:\n    fprocess: x\n    limits: {memory: 64Mi}\n    requests: {memory: 128Mi}\n", "above limits"},
-		{"secret twice", "functions:\n  f:\n    fprocess: x\n    secrets: [s, s]\n", "twice"},
 		{"empty", "", "empty stack file"},
 		{"not yaml", "functions: [\n", "stack.yml: invalid declaration"},
 	}
@@ -87,27 +82,6 @@ func TestParseErrorsNameTheFileAndLine(t *testing.T) {
 				t.Fatalf("got %v, want an ErrInvalid containing %q", err, c.want)
 			}
 		})
-	}
-}
-
-func TestParseReadsSecrets(t *testing.T) {
-	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    secrets: [db-password, api.key]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(s.Functions[0].Secrets, ","); got != "db-password,api.key" {
-		t.Fatalf("secrets %q", got)
-	}
-}
-
-func TestParseReadsLimitsAsWritten(t *testing.T) {
-	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    limits: {memory: 128Mi, cpu: 500m}\n    requests: {memory: 64M}\n    readonly_root_filesystem: true\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := s.Functions[0]
-	if f.Limits != (Resources{Memory: "128Mi", CPU: "500m"}) || f.Requests != (Resources{Memory: "64M"}) || !f.ReadOnlyRootFS || f.Limits.MemoryBytes() != 128<<20 {
-		t.Fatalf("%+v %+v %v", f.Limits, f.Requests, f.ReadOnlyRootFS)
 	}
 }
 
@@ -122,18 +96,18 @@ func TestParseFileBoundsItsSize(t *testing.T) {
 }
 
 func TestFromAPIReadsAnnotations(t *testing.T) {
-	f, err := FromAPI("fn", "img", "cat", nil, map[string]string{LabelScaleMax: "4"},
-		map[string]string{AnnotationSLO: "300ms", AnnotationSizeRange: "1-100", AnnotationConcurrency: "2"})
+	f, err := FromDeployment(Deployment{Service: "fn", Image: "img", EnvProcess: "cat", Labels: map[string]string{LabelScaleMax: "4"},
+		Annotations: map[string]string{AnnotationSLO: "300ms", AnnotationSizeRange: "1-100", AnnotationConcurrency: "2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.MaxScale != 4 || f.SLO != 300*time.Millisecond || f.MinSize != 1 || f.MaxSize != 100 || f.Concurrency != 2 {
 		t.Fatalf("%+v", f)
 	}
-	if _, err := FromAPI("fn", "img", "", nil, nil, nil); err != nil {
+	if _, err := FromDeployment(Deployment{Service: "fn", Image: "img"}); err != nil {
 		t.Fatalf("image only must deploy (Kubernetes runs it): %v", err)
 	}
-	if _, err := FromAPI("fn", "", "", nil, nil, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := FromDeployment(Deployment{Service: "fn"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("nothing to run: %v", err)
 	}
 }
@@ -154,4 +128,67 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned a stack that does not validate: %v", err)
 		}
 	})
+}
+
+// OpenFaaS's deployment fields reach the function whole; bad quantities
+// and unknown resource keys are refused with the line.
+func TestParseKeepsOpenFaaSDeploymentFields(t *testing.T) {
+	s, err := Parse("stack.yml", []byte(`functions:
+  f:
+    fprocess: cat
+    namespace: staging
+    secrets: [db]
+    constraints: ["node.platform.os == linux"]
+    limits: {memory: 128Mi, cpu: 500m}
+    requests: {memory: 64Mi}
+    readonly_root_filesystem: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Functions[0]
+	if f.Namespace != "staging" || f.Ref() != "f.staging" || f.Qualified() != "f.staging" || len(f.Secrets) != 1 ||
+		len(f.Constraints) != 1 || f.Limits.Memory != "128Mi" || f.Limits.CPU != "500m" || f.Requests.Memory != "64Mi" ||
+		!f.ReadOnlyRootFilesystem || f.Limits.MemoryBytes() != 128<<20 {
+		t.Fatalf("%+v", f)
+	}
+	for _, bad := range []string{"limits: {memory: lots}", "limits: {disk: 1Gi}", "namespace: Bad_NS", "requests: {cpu: \"-1\"}"} {
+		if _, err := Parse("s.yml", []byte("functions:\n  f:\n    fprocess: cat\n    "+bad+"\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "s.yml:") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func TestRefsNameOneFunctionPerNamespace(t *testing.T) {
+	for in, want := range map[string]string{"f": "f", "f.openfaas-fn": "f", "f.staging": "f.staging"} {
+		if got := CanonicalRef(in); got != want {
+			t.Errorf("CanonicalRef(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if QualifiedRef("f") != "f.openfaas-fn" || QualifiedRef("f.staging") != "f.staging" {
+		t.Fatal("qualified names")
+	}
+}
+
+// idempotent: true in the stack file and gantry.dev/idempotent over the
+// API both declare a function whose requests may run twice; anything but
+// a boolean is refused.
+func TestIdempotentFromTheStackAndTheAPI(t *testing.T) {
+	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: true\n  g:\n    fprocess: y\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Functions[0].Idempotent || s.Functions[1].Idempotent {
+		t.Fatalf("idempotent %v %v, want true false", s.Functions[0].Idempotent, s.Functions[1].Idempotent)
+	}
+	if _, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: maybe\n")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("idempotent: maybe: %v, want ErrInvalid", err)
+	}
+	f, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "true"}})
+	if err != nil || !f.Idempotent {
+		t.Fatalf("annotation true: %+v %v", f.Idempotent, err)
+	}
+	if _, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "yes please"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), AnnotationIdempotent) {
+		t.Fatalf("annotation yes please: %v, want ErrInvalid naming the annotation", err)
+	}
 }
