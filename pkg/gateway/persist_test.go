@@ -63,14 +63,18 @@ func exitWithTestGateway() {
 
 // startStateGateway serves from the state folder at dir, with an optional
 // stack; stop shuts it down (idempotent).
-func startStateGateway(t *testing.T, dir string, s *stack.Stack) (srv *Server, stop func()) {
+func startStateGateway(t *testing.T, dir string, s *stack.Stack, auth ...*Auth) (srv *Server, stop func()) {
 	t.Helper()
 	d, err := statedir.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err = Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", Stack: s, State: d,
-		Backend: newTestLocal(t), Dispatch: dispatch.Config{Tick: 50 * time.Millisecond}})
+	cfg := ServerConfig{Addr: "127.0.0.1:0", Stack: s, State: d,
+		Backend: newTestLocal(t), Dispatch: dispatch.Config{Tick: 50 * time.Millisecond}}
+	if len(auth) > 0 {
+		cfg.Gateway.Auth = auth[0]
+	}
+	srv, err = Start(context.Background(), cfg)
 	if err != nil {
 		d.Close()
 		t.Fatal(err)
@@ -245,5 +249,27 @@ func TestABadStoredFileIsSkippedAndTheRestServed(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "good" {
 		t.Fatalf("served %v, want only good", names)
+	}
+}
+
+func TestAFunctionInAnotherNamespaceSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	srv, stop := startStateGateway(t, dir, nil)
+	if code, body, _ := do(t, "POST", srv.URL()+"/system/namespace/", `{"name":"staging"}`, nil); code/100 != 2 {
+		t.Fatalf("create namespace: %d %s", code, body)
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/system/functions", deploymentJSON(t, "keep", "upper", map[string]any{"namespace": "staging"}), nil); code != 202 {
+		t.Fatalf("deploy: %d %s", code, body)
+	}
+	stop()
+	if _, err := os.Stat(filepath.Join(dir, statedir.Functions, "keep.staging.json")); err != nil {
+		t.Fatalf("no file keyed NAME.NAMESPACE: %v", err)
+	}
+	srv, _ = startStateGateway(t, dir, nil)
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/keep.staging", "ns", nil); code != 200 || body != "NS" {
+		t.Fatalf("after restart: %d %q", code, body)
+	}
+	if code, _, _ := do(t, "POST", srv.URL()+"/function/keep", "x", nil); code != 404 {
+		t.Fatalf("the default namespace has no keep: %d", code)
 	}
 }
