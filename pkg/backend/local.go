@@ -60,6 +60,7 @@ type Local struct {
 	procs map[string]*proc
 	seq   int64
 	wg    sync.WaitGroup
+	hook  InstanceHook // hooks.go
 }
 
 type proc struct {
@@ -99,7 +100,7 @@ func (l *Local) Deploy(_ context.Context, f stack.Function) error {
 	if f.Command == "" {
 		return fmt.Errorf("%w: function %q has no fprocess; the local runtime runs commands, not images", stack.ErrInvalid, f.Name)
 	}
-	if err := LocalRefusal(f); err != nil {
+	if err := l.refusal(f); err != nil {
 		return err
 	}
 	l.mu.Lock()
@@ -188,15 +189,23 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	prep, err := l.prepare(id, f)
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: %w", id, err)
+	}
 	cmd := exec.Command("/bin/sh", "-c", l.command(f.Command))
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "GANTRY_FUNCTION_NAME="+f.Name)
 	for k, v := range f.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	cmd.Env = append(cmd.Env, prep.Env...)
 	// Its own process group, so stopping an instance also stops whatever
 	// its shell started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	w := &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
+	var w io.Writer = &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
+	if prep.Output != nil {
+		w = io.MultiWriter(w, prep.Output)
+	}
 	p := &proc{inst: Instance{ID: id, Function: f.Ref(), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		cmd: cmd, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w, io.MultiWriter(w, &p.stderr)
@@ -204,7 +213,11 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	// Wait with it; past this delay Wait returns anyway.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
+		prep.done()
 		return nil, fmt.Errorf("start %q: %w", f.Command, err)
+	}
+	if prep.Started != nil {
+		prep.Started(cmd.Process.Pid)
 	}
 	l.mu.Lock()
 	l.procs[id] = p
@@ -213,6 +226,7 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 		_ = cmd.Wait()
 		// Whatever the instance's shell started goes with it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		prep.done()
 		close(p.exited)
 	}()
 	return p, nil

@@ -98,6 +98,8 @@ type functionStatus struct {
 	Restarts     int        `json:"restarts"`
 	Reason       string     `json:"reason,omitempty"`
 	BackOffUntil *time.Time `json:"backOffUntil,omitempty"`
+	// Which limits hold and what the memory watchdog killed (status.go).
+	stateFields
 }
 
 func toStatus(s dispatch.FunctionStatus) functionStatus {
@@ -110,6 +112,13 @@ func toStatus(s dispatch.FunctionStatus) functionStatus {
 		SLO:       f.SLO.String(), Criticality: f.Criticality, MinScale: f.MinScale, MaxScale: f.MaxScale,
 		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart),
 		State: s.State, Restarts: s.Restarts, Reason: s.Reason, BackOffUntil: timeOrNil(s.BackOffUntil)}
+}
+
+// status is toStatus with what limits.go adds (status.go).
+func (g *Gateway) status(s dispatch.FunctionStatus) functionStatus {
+	st := toStatus(s)
+	st.stateFields = g.stateFieldsOf(s.Decl)
+	return st
 }
 
 func timeOrNil(t time.Time) *time.Time {
@@ -135,7 +144,7 @@ func (g *Gateway) listFunctions(w http.ResponseWriter, r *http.Request) {
 	out := []functionStatus{}
 	for _, s := range g.d.Functions() {
 		if s.Decl.NamespaceOrDefault() == ns {
-			out = append(out, toStatus(s))
+			out = append(out, g.status(s))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -152,7 +161,7 @@ func (g *Gateway) getFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("function %q not found", stack.QualifiedRef(ref)), http.StatusNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, toStatus(s))
+	writeJSON(w, http.StatusOK, g.status(s))
 }
 
 // refOf is the registry key of a function a client names: NAME or
@@ -200,10 +209,15 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 	if err == nil && !g.ns.exists(f.NamespaceOrDefault()) {
 		err = fmt.Errorf("%w: namespace %q does not exist; create it first (faas-cli namespace create %s)", stack.ErrInvalid, f.Namespace, f.Namespace)
 	}
+	if err == nil {
+		err = g.checkSecretsExist(f)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	g.store.lock()
+	defer g.store.unlock()
 	if update {
 		err = g.d.Update(r.Context(), f)
 	} else {
@@ -213,7 +227,19 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		writeError(w, err)
 		return
 	}
+	if err := g.store.saveDeployment(f.Ref(), req); err != nil {
+		g.persistFailed(w, f.Ref(), err)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// persistFailed answers a change the dispatcher made but the state folder
+// could not keep: it is served now and lost at the next restart.
+func (g *Gateway) persistFailed(w http.ResponseWriter, ref string, err error) {
+	g.cfg.Logger.Error("the change is served but not kept in the state folder", "function", ref, "err", err)
+	http.Error(w, fmt.Sprintf("function %q changed, but the state folder could not keep the change, so a restart loses it: %v", ref, err),
+		http.StatusInternalServerError)
 }
 
 func (req *deployment) function() (stack.Function, error) {
@@ -248,11 +274,19 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	g.store.lock()
+	defer g.store.unlock()
 	if err := g.d.Remove(r.Context(), ref); err != nil {
 		writeError(w, err)
 		return
 	}
 	g.metrics.forget(stack.QualifiedRef(ref))
+	g.logs.Drop(ref)
+	g.limits.forget(stack.QualifiedRef(ref))
+	if err := g.store.remove(ref); err != nil {
+		g.persistFailed(w, ref, err)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -282,8 +316,14 @@ func (g *Gateway) scaleFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("replicas %d must be in [0, %d]", *req.Replicas, stack.MaxInstances), http.StatusBadRequest)
 		return
 	}
+	g.store.lock()
+	defer g.store.unlock()
 	if err := g.d.Scale(ref, int(*req.Replicas)); err != nil {
 		writeError(w, err)
+		return
+	}
+	if err := g.store.saveReplicas(ref, int(*req.Replicas)); err != nil {
+		g.persistFailed(w, ref, err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

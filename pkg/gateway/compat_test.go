@@ -175,8 +175,6 @@ func TestFaaSCLIFlowOverOpenFaaSWireFormat(t *testing.T) {
 		}
 		for reason, mutate := range map[string]func(*types.FunctionDeployment){
 			"readOnlyRootFilesystem": func(d *types.FunctionDeployment) { d.ReadOnlyRootFilesystem = true },
-			"limits":                 func(d *types.FunctionDeployment) { d.Limits = every.Limits },
-			"requests":               func(d *types.FunctionDeployment) { d.Requests = every.Requests },
 			"GPUs":                   func(d *types.FunctionDeployment) { d.Limits = &types.FunctionResources{NvidiaGPU: "1"} },
 			"does not exist":         func(d *types.FunctionDeployment) { d.Namespace = "prod" },
 			"has no fprocess":        func(d *types.FunctionDeployment) { d.EnvProcess = "" }, // faas-cli store deploy
@@ -259,14 +257,14 @@ func TestFaaSCLIFlowOverOpenFaaSWireFormat(t *testing.T) {
 	})
 
 	t.Run("restart of the gateway", func(t *testing.T) {
-		t.Skip("functions kept in the state folder across a restart are issue 18 item 7 (the faas-state change), not on this branch yet")
+		t.Skip("functions and secrets survive a restart (TestFunctionsSurviveAGracefulRestart, TestFunctionsSurviveAKilledGateway), " +
+			"but namespaces created through the API are not kept in the state folder yet: an empty one is gone after a restart")
 	})
 
 	t.Run("routes of other changes answer with a reason", func(t *testing.T) {
 		// faas-cli logs, secret and invoke --async: served by the logs,
 		// secrets and async changes once they land; never a bare 404.
-		for _, r := range [][2]string{{"GET", "/system/logs?name=shout&namespace=staging"},
-			{"GET", "/system/secrets?namespace=staging"}, {"POST", "/async-function/shout.staging"}} {
+		for _, r := range [][2]string{{"GET", "/system/secrets?namespace=staging"}, {"POST", "/async-function/shout.staging"}} {
 			code, body := c.do(r[0], r[1], nil, nil)
 			if body == "" || strings.Contains(body, "404 page not found") {
 				t.Errorf("%s %s: %d %q", r[0], r[1], code, body)

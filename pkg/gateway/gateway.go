@@ -17,6 +17,9 @@ import (
 
 	"gantry.dev/gantry/pkg/async"
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/funclogs"
+	"gantry.dev/gantry/pkg/secrets"
+	"gantry.dev/gantry/pkg/statedir"
 )
 
 // DefaultMaxBody bounds a request or response body (HTTP 413 past it).
@@ -46,6 +49,9 @@ type Config struct {
 	// Async is the queue /async-function publishes to (nil: the route
 	// answers 503).
 	Async *async.Queue
+	// State is the gateway's state folder: what the API deploys, updates
+	// and scales is kept there (persist.go). Nil keeps nothing.
+	State *statedir.Dir
 }
 
 // DefaultHungGrace is Config.HungGrace's default.
@@ -65,6 +71,11 @@ type Gateway struct {
 	metrics *metrics
 	ns      *namespaces
 	asyncM  *async.Metrics
+	store   *functionStore
+	secrets *secrets.Store // nil without a state folder
+	local   bool           // instances are local processes (instances.go)
+	logs    *funclogs.Hub  // the instances' output (logs.go)
+	limits  *limits        // the memory watchdog and its kills (limits.go)
 }
 
 // New builds the gateway's routes.
@@ -88,8 +99,15 @@ func New(cfg Config) *Gateway {
 		cfg.HungGrace = DefaultHungGrace
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
-		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher)}
+		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher),
+		store: newFunctionStore(cfg.State), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	g.abort, g.stopAbort = context.WithCancel(context.Background())
+	if cfg.State != nil {
+		var err error
+		if g.secrets, err = secrets.Open(cfg.State); err != nil {
+			cfg.Logger.Error("secrets are not served", "err", err)
+		}
+	}
 	g.routes()
 	return g
 }
@@ -100,12 +118,18 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 
 // Close ends the exchanges with instances still going (a client that
 // left, an instance past its function's timeout), closes the idle
-// connections and stops their janitor. Call it once the server has
-// stopped.
+// connections and stops their janitor, the log streams and the memory
+// watchdog. Call it once the server has stopped.
 func (g *Gateway) Close() {
 	g.stopAbort()
 	g.up.close()
+	g.logs.Close()
+	g.limits.close()
 }
+
+// EndStreams ends the streams that would otherwise last until their
+// client goes (log followers), so that a drain does not wait for them.
+func (g *Gateway) EndStreams() { g.logs.Close() }
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }
@@ -126,6 +150,11 @@ func (g *Gateway) routes() {
 	g.mux.Handle("POST /system/namespace/{name}", admin(g.createNamespace))
 	g.mux.Handle("PUT /system/namespace/{name}", admin(g.updateNamespace))
 	g.mux.Handle("DELETE /system/namespace/{name}", admin(g.deleteNamespace))
+	g.mux.Handle("GET /system/logs", admin(g.functionLogs))
+	g.mux.Handle("GET /system/secrets", admin(g.secretsRoute(g.listSecrets)))
+	g.mux.Handle("POST /system/secrets", admin(g.secretsRoute(g.createSecret)))
+	g.mux.Handle("PUT /system/secrets", admin(g.secretsRoute(g.updateSecret)))
+	g.mux.Handle("DELETE /system/secrets", admin(g.secretsRoute(g.deleteSecret)))
 	for pattern, h := range g.cfg.Routes {
 		g.mux.Handle(pattern, admin(h.ServeHTTP))
 	}

@@ -21,6 +21,7 @@ func TestEveryManagementRouteRefusesAnonymousWith401(t *testing.T) {
 		{"DELETE", "/system/functions"}, {"GET", "/system/function/x"}, {"POST", "/system/scale-function/x"},
 		{"GET", "/system/apps"}, {"POST", "/system/apps"}, {"GET", "/system/apps/x"}, {"DELETE", "/system/apps/x"},
 		{"GET", "/system/info"}, {"GET", "/system/namespaces"},
+		{"GET", "/system/logs"}, {"GET", "/system/secrets"}, {"POST", "/system/secrets"}, {"PUT", "/system/secrets"}, {"DELETE", "/system/secrets"},
 	}
 	for _, r := range routes {
 		if code, _, h := do(t, r.method, srv.URL()+r.path, "", nil); code != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" {

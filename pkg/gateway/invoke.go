@@ -310,6 +310,7 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	}
 	// Refused, reset or closed: the instance is out of service until its
 	// health check says whether it is gone or was only busy for a moment.
+	err = g.limits.explain(lease.Instance.ID, err) // an OOM kill says so (limits.go)
 	lease.Failed(err)
 	return nil, err, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,8 +23,15 @@ import (
 // The test binary doubles as a function instance: run with
 // GANTRY_TEST_INSTANCE set, it serves the instance contract on $PORT.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("GANTRY_TEST_INSTANCE"); mode != "" {
+	if mode := os.Getenv("GANTRY_TEST_INSTANCE"); mode == "hogchild" {
+		hogMemory()
+		return
+	} else if mode != "" {
 		serveInstance(mode)
+		return
+	}
+	if dir := os.Getenv(testGatewayEnv); dir != "" {
+		serveTestGateway(dir)
 		return
 	}
 	os.Exit(m.Run())
@@ -34,6 +43,7 @@ func serveInstance(mode string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	exitWithTestGateway()
 	var posts, inFlight, most atomic.Int64
 	var stuck atomic.Bool
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +102,38 @@ func serveInstance(mode string) {
 			time.Sleep(300 * time.Millisecond)
 		case "upper":
 			body = bytes.ToUpper(body)
+		case "hog":
+			// Starts a child holding the body's MiB; answers once
+			// the child ends or after 10 s.
+			if mb := string(body); mb != "0" {
+				self, _ := os.Executable()
+				child := exec.Command(self)
+				child.Env = append(os.Environ(), "GANTRY_TEST_INSTANCE=hogchild", "GANTRY_TEST_HOG_MB="+mb)
+				if err := child.Start(); err == nil {
+					done := make(chan struct{})
+					go func() { _ = child.Wait(); close(done) }()
+					select {
+					case <-done:
+					case <-time.After(10 * time.Second):
+					}
+				}
+			}
+			body = []byte("survived")
+		case "say":
+			// Prints the body on stdout and stderr, for the logs.
+			fmt.Printf("said %s\n", body)
+			fmt.Fprintf(os.Stderr, "warned %s\n", body)
+		case "secret":
+			// Answers "MODE:VALUE" of the secret the body names, read
+			// where the gateway says this instance's secrets are.
+			dir := os.Getenv(SecretsDirEnv)
+			st, err := os.Stat(dir)
+			v, err2 := os.ReadFile(filepath.Join(dir, string(body)))
+			if err != nil || err2 != nil {
+				http.Error(w, fmt.Sprint(err, err2), http.StatusNotFound)
+				return
+			}
+			body = []byte(fmt.Sprintf("%o:%s", st.Mode().Perm(), v))
 		}
 		w.Header().Set(OutputSizeHeader, fmt.Sprint(len(body)))
 		_, _ = w.Write(body)
@@ -100,6 +142,18 @@ func serveInstance(mode string) {
 	if mode == "refuse" {
 		time.Sleep(time.Hour) // listener closed, process alive: connections are refused
 	}
+}
+
+// hogMemory holds $GANTRY_TEST_HOG_MB MiB, resident, for 30 s.
+func hogMemory() {
+	var mb int
+	fmt.Sscan(os.Getenv("GANTRY_TEST_HOG_MB"), &mb)
+	hold := make([]byte, mb<<20)
+	for i := 0; i < len(hold); i += 4096 {
+		hold[i] = 1
+	}
+	time.Sleep(30 * time.Second)
+	hold[0]++
 }
 
 // claim reports whether this process created the file at path first.

@@ -54,28 +54,33 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Stack != nil {
-		if err := d.Load(ctx, cfg.Stack); err != nil {
-			_ = d.Close(context.Background())
-			return nil, err
-		}
-	}
 	queue, err := openAsync(ctx, cfg)
 	if err != nil {
 		_ = d.Close(context.Background())
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
+	cfg.Gateway.Dispatcher = d
+	cfg.Gateway.Async = queue
+	cfg.Gateway.State = cfg.State
+	g := New(cfg.Gateway)
+	g.attachLocal(cfg.Backend)
+	// The functions kept in the state folder, then the stack (persist.go).
+	if err := g.restore(ctx, cfg.Stack); err != nil {
+		g.Close()
 		closeAsync(queue)
 		_ = d.Close(context.Background())
 		return nil, err
 	}
-	cfg.Gateway.Dispatcher = d
-	cfg.Gateway.Async = queue
-	g := New(cfg.Gateway)
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		g.Close()
+		closeAsync(queue)
+		_ = d.Close(context.Background())
+		return nil, err
+	}
 	s := &Server{D: d, G: g, ln: ln, served: make(chan error, 1), ticks: make(chan struct{}), queue: queue,
 		srv: &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
+	s.srv.RegisterOnShutdown(g.EndStreams)
 	actx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go func() { d.Run(actx); close(s.ticks) }()

@@ -1,0 +1,66 @@
+package backend
+
+import (
+	"io"
+
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// InstanceHook prepares each local instance before it is spawned: the
+// gateway uses it to hand an instance its secrets, to collect its output
+// for /system/logs, and to watch its memory. It runs on the spawning
+// goroutine; an error fails the start (a Failed event).
+type InstanceHook func(id string, f stack.Function) (Prepared, error)
+
+// Prepared is what a hook adds to one instance. Every field may be nil.
+type Prepared struct {
+	// Env is added to the instance's environment.
+	Env []string
+	// Output receives the instance's stdout and stderr, besides
+	// LocalConfig.Log.
+	Output io.Writer
+	// Started hears the instance's process ID once it runs (the leader
+	// of its process group).
+	Started func(pid int)
+	// Done runs once the process has exited, or when the start failed
+	// before the process ran.
+	Done func()
+}
+
+// refusal is LocalRefusal, except that with a hook set the secrets, limits
+// and requests are the hook's: the gateway's hands each instance its
+// secrets, enforces the memory limit and reports the CPU limit and the
+// requests as not enforced, with the reason.
+func (l *Local) refusal(f stack.Function) error {
+	l.mu.Lock()
+	hooked := l.hook != nil
+	l.mu.Unlock()
+	if hooked {
+		f.Secrets, f.Limits, f.Requests = nil, stack.Resources{}, stack.Resources{}
+	}
+	return LocalRefusal(f)
+}
+
+// SetInstanceHook sets the hook; call it before the first Start.
+func (l *Local) SetInstanceHook(h InstanceHook) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hook = h
+}
+
+// prepare runs the hook, if any.
+func (l *Local) prepare(id string, f stack.Function) (Prepared, error) {
+	l.mu.Lock()
+	h := l.hook
+	l.mu.Unlock()
+	if h == nil {
+		return Prepared{}, nil
+	}
+	return h(id, f)
+}
+
+func (p Prepared) done() {
+	if p.Done != nil {
+		p.Done()
+	}
+}

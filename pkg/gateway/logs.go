@@ -1,0 +1,143 @@
+package gateway
+
+// GET /system/logs as OpenFaaS's API has it: the lines of a function's
+// instances, exited ones included, as newline-delimited JSON, and with
+// follow=true the lines to come until the client goes or the gateway stops.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gantry.dev/gantry/pkg/funclogs"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// logMessage is OpenFaaS's logs.Message.
+type logMessage struct {
+	Name      string    `json:"name"`
+	Namespace string    `json:"namespace"`
+	Instance  string    `json:"instance"`
+	Timestamp time.Time `json:"timestamp"`
+	Text      string    `json:"text"`
+}
+
+// toMessage names the function as OpenFaaS does: its name, and its
+// namespace beside it (the ring is keyed by the registry's Ref).
+func toMessage(l funclogs.Line) logMessage {
+	name, ns := stack.SplitRef(l.Function)
+	return logMessage{Name: name, Namespace: ns, Instance: l.Instance, Timestamp: l.Time, Text: l.Text}
+}
+
+// parseLogQuery reads faas-cli's query: name, namespace, instance, tail,
+// follow, since (RFC 3339).
+func parseLogQuery(r *http.Request) (q funclogs.Query, follow bool, err error) {
+	v := r.URL.Query()
+	q.Instance = v.Get("instance")
+	if v.Get("name") == "" {
+		return q, false, errors.New("name is required: the function whose logs to read")
+	}
+	if q.Function, err = refOf(v.Get("name"), v.Get("namespace")); err != nil {
+		return q, false, err
+	}
+	if s := v.Get("tail"); s != "" {
+		// faas-cli sends -1 for "all".
+		if q.Tail, err = strconv.Atoi(s); err != nil {
+			return q, false, fmt.Errorf("tail %q is not an integer", s)
+		}
+		q.Tail = max(q.Tail, 0)
+	}
+	if s := v.Get("follow"); s != "" {
+		if follow, err = strconv.ParseBool(s); err != nil {
+			return q, false, fmt.Errorf("follow %q is not true or false", s)
+		}
+	}
+	if s := v.Get("since"); s != "" {
+		if q.Since, err = time.Parse(time.RFC3339, s); err != nil {
+			return q, false, fmt.Errorf("since %q is not an RFC 3339 time: %v", s, err)
+		}
+	}
+	return q, follow, nil
+}
+
+func (g *Gateway) functionLogs(w http.ResponseWriter, r *http.Request) {
+	if !g.local {
+		http.Error(w, "logs are kept for local instances only; on Kubernetes read them with kubectl logs -l faas_function=NAME", http.StatusNotImplemented)
+		return
+	}
+	q, follow, err := parseLogQuery(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if _, ok := g.d.Function(q.Function); !ok && !g.logs.Known(q.Function) {
+		http.Error(w, fmt.Sprintf("function %q not found", stack.QualifiedRef(q.Function)), http.StatusNotFound)
+		return
+	}
+	var lines []funclogs.Line
+	var f *funclogs.Follower
+	if follow {
+		if lines, f, err = g.logs.Follow(q); err != nil {
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, fmt.Sprintf("%v: at most %d at once", err, funclogs.MaxFollowers), http.StatusTooManyRequests)
+			return
+		}
+		defer g.logs.Stop(f)
+	} else {
+		lines = g.logs.Lines(q)
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	for _, l := range lines {
+		if enc.Encode(toMessage(l)) != nil {
+			return
+		}
+	}
+	if flusher != nil {
+		flusher.Flush()
+	}
+	if f == nil {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case l, ok := <-f.C():
+			if !ok {
+				if why := f.Reason(); why != "" {
+					m := toMessage(funclogs.Line{Function: q.Function, Time: time.Now(), Text: why})
+					_ = enc.Encode(m)
+				}
+				return
+			}
+			if enc.Encode(toMessage(l)) != nil {
+				return
+			}
+			// Send what is buffered now, in one flush, rather than one
+			// write a line.
+			for drained := false; !drained; {
+				select {
+				case l, ok := <-f.C():
+					if !ok {
+						drained = true
+						break
+					}
+					if enc.Encode(toMessage(l)) != nil {
+						return
+					}
+				default:
+					drained = true
+				}
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+	}
+}
