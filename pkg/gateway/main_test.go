@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 		serveInstance(mode)
 		return
 	}
+	if state := os.Getenv("GANTRY_TEST_GATEWAY_STATE"); state != "" {
+		serveTestGateway(state) // a gateway the durability test kills
+		return
+	}
 	os.Exit(m.Run())
 }
 
