@@ -24,7 +24,7 @@ func TestJobRoundTripsThroughItsMessage(t *testing.T) {
 	j := &Job{CallID: "c-1", Function: "f", Namespace: "openfaas-fn", Criticality: 60, Method: http.MethodPost,
 		Path: "/a/b", Query: "x=1", Body: []byte("body"), CallbackURL: "http://127.0.0.1:9/cb",
 		Accepted: time.Unix(0, 1234567890123),
-		Header: http.Header{"Content-Type": {"text/plain"}, "Nats-Msg-Id": {"forged"}, "Gantry-Async-Function": {"other"}}}
+		Header:   http.Header{"Content-Type": {"text/plain"}, "Nats-Msg-Id": {"forged"}, "Gantry-Async-Function": {"other"}}}
 	m := j.message()
 	if m.Subject != "gantry.async.b2.openfaas-fn.f" {
 		t.Errorf("subject %q", m.Subject)
