@@ -32,8 +32,10 @@ func (g *Gateway) asyncRoutes() {
 	if g.cfg.Async != nil {
 		g.asyncM = async.NewMetrics(g.cfg.Registry)
 	}
-	g.mux.HandleFunc("POST /async-function/{name}", g.invokeAsync)
-	g.mux.HandleFunc("POST /async-function/{name}/{path...}", g.invokeAsync)
+	// Any method, so another than POST gets its 405 here rather than the
+	// catch-all's 404.
+	g.mux.HandleFunc("/async-function/{name}", g.invokeAsync)
+	g.mux.HandleFunc("/async-function/{name}/{path...}", g.invokeAsync)
 }
 
 // invokeAsync accepts an async invocation: 202 with X-Call-Id once the
@@ -43,6 +45,11 @@ func (g *Gateway) asyncRoutes() {
 // callback.
 func (g *Gateway) invokeAsync(w http.ResponseWriter, r *http.Request) {
 	accepted := time.Now()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		g.fail(w, unknownName, &failure{http.StatusMethodNotAllowed, "bad_request", fmt.Errorf("async invocations are POST, not %s", r.Method)})
+		return
+	}
 	if g.cfg.Async == nil {
 		g.fail(w, unknownName, &failure{http.StatusServiceUnavailable, "unavailable", errors.New("async invocations are not enabled on this gateway")})
 		return
@@ -70,7 +77,7 @@ func (g *Gateway) invokeAsync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := callid.Ensure(r.Header)
-	j := &async.Job{CallID: id, Function: decl.Ref(), Namespace: decl.Namespace, Criticality: decl.Criticality,
+	j := &async.Job{CallID: id, Function: decl.Name, Namespace: decl.NamespaceOrDefault(), Criticality: decl.Criticality,
 		Method: r.Method, Path: "/" + r.PathValue("path"), Query: r.URL.RawQuery, Header: r.Header,
 		Body: body, CallbackURL: cb, Accepted: accepted}
 	if fail := g.publish(r.Context(), j); fail != nil {
@@ -129,7 +136,7 @@ func AsyncDue(decl stack.Function, accepted time.Time) (at time.Time, slack time
 
 // Invoke runs an async job through the dispatcher (async.Invoker).
 func (g *Gateway) Invoke(ctx context.Context, j *async.Job) async.Result {
-	decl, ok := g.Resolve(j.Function)
+	decl, ok := g.d.Lookup(stack.Ref(j.Function, j.Namespace))
 	if !ok {
 		return g.asyncAnswer(j, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", j.Function)})
 	}
@@ -139,9 +146,12 @@ func (g *Gateway) Invoke(ctx context.Context, j *async.Job) async.Result {
 	}
 	at, slack := AsyncDue(decl, j.Accepted)
 	fwd := forward{method: j.Method, path: j.Path, query: j.Query, header: j.Header}
-	// A timeout is the job's answer too (execute returns it); there is no
-	// client to answer early.
-	res, fail := g.call(ctx, decl, size, due{at: at, class: policy.Async, slack: slack}, j.Body, fwd, func(*failure) {})
+	var timedOut *failure // answered at the function's timeout; the slot stays busy until the instance is done
+	early := func(f *failure) { timedOut = f }
+	res, fail := g.call(ctx, decl, size, due{at: at, class: policy.Async, slack: slack}, j.Body, fwd, early)
+	if fail == nil && timedOut != nil {
+		fail = timedOut
+	}
 	if fail != nil {
 		if retryLater(fail) || ctx.Err() != nil {
 			return async.Result{Retry: true}
@@ -149,7 +159,7 @@ func (g *Gateway) Invoke(ctx context.Context, j *async.Job) async.Result {
 		return g.asyncAnswer(j, fail)
 	}
 	took := time.Since(j.Accepted)
-	g.metrics.forName(decl.Qualified()).observe(res.status, took, at.Sub(j.Accepted))
+	g.metrics.forName(decl.Qualified()).observe(res.status, took, decl.AsyncDeadline)
 	return async.Result{Status: res.status, Header: res.header, Body: res.body, Took: took}
 }
 
@@ -162,7 +172,7 @@ func retryLater(f *failure) bool {
 
 // asyncAnswer is the result of a job the gateway answered itself.
 func (g *Gateway) asyncAnswer(j *async.Job, f *failure) async.Result {
-	g.metrics.forName(stack.QualifiedRef(j.Function)).outcome(f.outcome).Inc()
+	g.metrics.forName(stack.Qualified(j.Function, j.Namespace)).outcome(f.outcome).Inc()
 	h := http.Header{}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	return async.Result{Status: f.status, Header: h, Body: []byte(f.err.Error() + "\n"), Took: time.Since(j.Accepted)}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"gantry.dev/gantry/pkg/async"
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/callid"
@@ -288,5 +290,42 @@ func TestAsyncMoreCriticalFunctionsArePulledFirst(t *testing.T) {
 	}
 	if got := strings.Join(order, " "); got != "high0 high1 high2 low0 low1 low2" {
 		t.Errorf("callbacks in order %s, want the critical function's three first, each band in order", got)
+	}
+}
+
+// With --nats-url two gateways consume one stream on an external NATS
+// server: jobs accepted by either are all delivered, once each.
+func TestAsyncTwoGatewaysShareAnExternalNATS(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(30 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	s := &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}
+	a := startAsyncGateway(t, s, async.Config{URL: ns.ClientURL()})
+	b := startAsyncGateway(t, s, async.Config{URL: ns.ClientURL()})
+	rcv := newReceiver(t, nil)
+	want := map[string]bool{}
+	for i := range 20 {
+		g := a
+		if i%2 == 1 {
+			g = b
+		}
+		code, id := postAsync(t, g.URL()+"/async-function/echo", strconv.Itoa(i), rcv.URL)
+		if code != http.StatusAccepted {
+			t.Fatalf("job %d: %d %s", i, code, id)
+		}
+		want[id] = true
+	}
+	for range 20 {
+		id := rcv.next(t).header.Get(callid.Header)
+		if !want[id] {
+			t.Fatalf("callback for %q: not accepted, or delivered twice", id)
+		}
+		delete(want, id)
 	}
 }

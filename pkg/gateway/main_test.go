@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 		serveTestGateway(dir)
 		return
 	}
+	if state := os.Getenv("GANTRY_TEST_ASYNC_GATEWAY_STATE"); state != "" {
+		serveAsyncTestGateway(state) // a gateway the durability test kills
+		return
+	}
 	os.Exit(m.Run())
 }
 

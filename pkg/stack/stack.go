@@ -271,8 +271,8 @@ const (
 	AnnotationSizeRange     = "gantry.dev/size-range" // "MIN-MAX"
 	AnnotationMaxQueue      = "gantry.dev/max-queue"
 	AnnotationTimeout       = "gantry.dev/timeout"
-	AnnotationAsyncDeadline = "gantry.dev/async-deadline"
 	AnnotationKind          = "gantry.dev/kind"
+	AnnotationAsyncDeadline = "gantry.dev/async-deadline"
 	AnnotationIdempotent    = "gantry.dev/idempotent" // "true" or "false"
 	// AnnotationKnativeCriticality is the annotation PREEMPT-FaaS reads
 	// on Knative services; it sets the criticality too.
