@@ -163,6 +163,9 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fai
 		if errors.As(err, &tooBig) {
 			return nil, &failure{http.StatusRequestEntityTooLarge, "too_large", fmt.Errorf("body over the limit of %d bytes", g.cfg.MaxBody)}
 		}
+		if f := bodyFailure(err); f != nil {
+			return nil, f
+		}
 		return nil, &failure{http.StatusBadRequest, "bad_request", fmt.Errorf("reading the body: %v", err)}
 	}
 	return body, nil
@@ -224,6 +227,9 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 }
 
 func acquireFailure(ctx context.Context, err error) *failure {
+	if f := drainFailure(ctx, false); f != nil {
+		return f
+	}
 	switch {
 	case ctx.Err() != nil:
 		return &failure{499, "canceled", err}
@@ -256,6 +262,9 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	switch {
 	case ctx.Err() != nil:
 		lease.Abandon()
+		if f := drainFailure(ctx, true); f != nil {
+			return nil, nil, f
+		}
 		return nil, nil, &failure{499, "canceled", ctx.Err()}
 	case !time.Now().Before(deadline):
 		lease.Abandon()
@@ -309,6 +318,7 @@ func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
 	if f.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
+	failHeaders(w.Header(), f)
 	g.metrics.forName(name).outcome(f.outcome).Inc()
 	if f.status == 499 {
 		return // nobody is listening
