@@ -23,7 +23,7 @@ import (
 type loadFlags struct {
 	gateway, function, app, url, workload string
 	trace, traceFile, azureFunction, dist string
-	payload, out                          string
+	payload, out, stack                   string
 	rate, minSize, maxSize, unitBytes     float64
 	duration, timeout, slo                time.Duration
 	seed                                  uint64
@@ -77,7 +77,8 @@ that finds --max-inflight requests out is counted as a client_overload error.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed for the trace, arrivals, sizes and payloads")
 	fl.IntVar(&f.maxInFlight, "max-inflight", loadgen.DefaultMaxInFlight, fmt.Sprintf("bound on concurrent requests, 1 to %d; arrivals beyond it count as client_overload", loadgen.MaxInFlightLimit))
 	fl.DurationVar(&f.timeout, "timeout", loadgen.DefaultTimeout, fmt.Sprintf("per-request timeout, at most %v", loadgen.MaxTimeout))
-	fl.DurationVar(&f.slo, "slo", 0, "latency SLO (default: the workload's; required without one)")
+	fl.DurationVar(&f.slo, "slo", 0, "latency SLO (default: the function's or app's, from --stack or else from the gateway's /system/function/NAME or /system/apps/NAME; required with --url)")
+	fl.StringVar(&f.stack, "stack", "", "stack file the gateway serves: the SLO of --function or --app comes from it instead of the gateway")
 	fl.BoolVar(&f.json, "json", false, `print one JSON object {"requests","ok","errors","errors_by_kind",...} on stdout`)
 	fl.StringVar(&f.out, "out", "", fmt.Sprintf("write %s (one row per request), %s and %s into this directory", loadCSVFile, loadPlotFile, loadSummaryFile))
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress line on stderr")
@@ -182,7 +183,11 @@ func loadURL(f *loadFlags) string {
 // loadConfig resolves names into a loadgen.Config; the numbers were
 // bounded by checkLoadFlags.
 func loadConfig(cmd *cobra.Command, f *loadFlags) (loadgen.Config, error) {
-	app, known, err := loadWorkload(f)
+	target, err := loadTarget(cmd, f)
+	if err != nil {
+		return loadgen.Config{}, err
+	}
+	app, known, err := loadWorkload(f, target.app)
 	if err != nil {
 		return loadgen.Config{}, err
 	}
@@ -194,16 +199,15 @@ func loadConfig(cmd *cobra.Command, f *loadFlags) (loadgen.Config, error) {
 		return cfg, usageError{err}
 	}
 	cfg.MinSize, cfg.MaxSize = loadSizes(cmd, f, app, known)
-	if cfg.SLO, err = loadSLO(cmd, f, app, known); err != nil {
-		return cfg, err
-	}
+	cfg.SLO = target.slo
 	cfg.Payload, cfg.Pool, err = loadPayload(cmd, f, app, known, cfg.MaxSize)
 	return cfg, err
 }
 
-// loadWorkload picks the app model: --workload, else the target's or the
-// payload's name when it names an app.
-func loadWorkload(f *loadFlags) (app workload.App, known bool, err error) {
+// loadWorkload picks the app model of the input sizes and payloads:
+// --workload, else the target's, its app's or the payload's name when it
+// names an app.
+func loadWorkload(f *loadFlags, targetApp string) (app workload.App, known bool, err error) {
 	if f.workload != "" {
 		app, err = workload.Lookup(f.workload)
 		if err != nil {
@@ -212,7 +216,7 @@ func loadWorkload(f *loadFlags) (app workload.App, known bool, err error) {
 		return app, true, nil
 	}
 	payloadApp := strings.TrimPrefix(f.payload, "replay:")
-	for _, name := range []string{f.function, f.app, payloadApp} {
+	for _, name := range []string{f.function, f.app, targetApp, payloadApp} {
 		if a, lookupErr := workload.Lookup(name); lookupErr == nil {
 			return a, true, nil
 		}
@@ -253,16 +257,6 @@ func loadSizes(cmd *cobra.Command, f *loadFlags, app workload.App, known bool) (
 		hi = f.maxSize
 	}
 	return lo, hi
-}
-
-func loadSLO(cmd *cobra.Command, f *loadFlags, app workload.App, known bool) (time.Duration, error) {
-	switch {
-	case cmd.Flags().Changed("slo"):
-		return f.slo, nil
-	case known:
-		return app.SLO, nil
-	}
-	return 0, usagef("--slo is required: the target is not a known app (set --workload to use an app's SLO)")
 }
 
 // loadPayload resolves --payload: a built-in, or an app's generator from

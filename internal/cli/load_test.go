@@ -81,13 +81,13 @@ func TestLoadJSONHasExactlyTheDocumentedFields(t *testing.T) {
 	}
 }
 
-// --function on a known app hits /function/NAME, takes the app's SLO and
-// sends its input sizes; --out gets one CSV row per request, a PNG and the
-// summary.
+// --function hits /function/NAME, takes the function's SLO from the stack
+// file and its app's input sizes; --out gets one CSV row per request, a PNG
+// and the summary.
 func TestLoadFunctionOnGatewayWritesOut(t *testing.T) {
 	srv := newLoadServer(t)
 	dir := filepath.Join(t.TempDir(), "out")
-	out, err := runLoadCmd(t, "load", "--gateway", srv.URL, "--function", "image-compression",
+	out, err := runLoadCmd(t, "load", "--gateway", srv.URL, "--function", "image-compress", "--stack", exampleStack,
 		"--rate", "20", "--duration", "1s", "--json", "--quiet", "--out", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -100,12 +100,12 @@ func TestLoadFunctionOnGatewayWritesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.mu.Lock()
-	if !srv.paths["/function/image-compression"] || len(srv.paths) != 1 || srv.sizes != sum.Requests {
+	if !srv.paths["/function/image-compress"] || len(srv.paths) != 1 || srv.sizes != sum.Requests {
 		t.Errorf("server saw paths %v and %d sizes for %d requests", srv.paths, srv.sizes, sum.Requests)
 	}
 	srv.mu.Unlock()
-	if sum.SLOMs != 697 {
-		t.Errorf("slo_ms %v, want image-compression's 697", sum.SLOMs)
+	if sum.SLOMs != 1500 {
+		t.Errorf("slo_ms %v, want the stack's 1500 for image-compress", sum.SLOMs)
 	}
 	f, err := os.Open(filepath.Join(dir, loadCSVFile))
 	if err != nil {
@@ -125,7 +125,7 @@ func TestLoadFunctionOnGatewayWritesOut(t *testing.T) {
 
 func TestLoadAppPathAndPayloadFromExamples(t *testing.T) {
 	srv := newLoadServer(t)
-	if _, err := runLoadCmd(t, "load", "--gateway", srv.URL, "--app", "document-summary",
+	if _, err := runLoadCmd(t, "load", "--gateway", srv.URL, "--app", "document-summary", "--stack", exampleStack,
 		"--payload", "replay:document-summary", "--rate", "10", "--duration", "1s", "--quiet"); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestLoadFlagBoundsAreUsageErrors(t *testing.T) {
 		{"load", "--url", u, "--workload", "nonsense"},
 		{"load", "--url", u, "--slo", "1s", "--azure-function", "x"},
 		{"load", "--url", u, "--slo", "1s", "--trace-file", "x.csv", "--trace", "wiki"},
-		{"load", "--function", "image-compression", "--payload", "zeros", "--unit-bytes", "1e9"},
+		{"load", "--function", "image-compression", "--slo", "1s", "--payload", "zeros", "--unit-bytes", "1e9"},
 		{"load", "--url", u, "--slo", "1s", "stray-arg"},
 		{"load", "--url", u, "--slo", "1s", "--no-such-flag"},
 	}

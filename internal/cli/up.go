@@ -2,110 +2,250 @@ package cli
 
 import (
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/liverun"
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/trace"
 	"gantry.dev/gantry/pkg/workload"
 )
 
+// Scenarios `gantry up --scenario` runs besides the default comparison.
+const scenarioCriticality = "criticality"
+
 func newUpCmd() *cobra.Command {
 	var (
-		cfg     liverun.Config
-		out     string
-		asJSON  bool
-		verbose bool
+		cfg      liverun.UpConfig
+		policies string
+		scenario string
+		out      string
+		asJSON   bool
+		verbose  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Gantry's main job: serve the example functions on this machine, drive an app with load, and report",
-		Long: `up starts the gateway with the example functions (examples/stack.yml) on the local
-process runtime, warms it up with the load, then measures: SLO compliance, instances
-spawned and live, latency percentiles and every error, under the chosen policy.`,
+		Short: "Gantry's main job: the policies side by side, live, on one load; report SLO compliance, instances and latency",
+		Long: `up serves the same app once per policy, each behind a gateway process of its own
+(gantry serve, with its own instances, the same capacity and a temporary state
+folder), and drives all of them with the same arrivals at the same time. The
+default load is one where the decisions matter: the bursty twitter trace, the
+app's model-replay functions (each sleeps for the profiled execution time of its
+input size, so four gateways' instances do not compete for 2 cores) and
+instance starts that cost what a container's does (--start-delay 1.5s).
+--functions real runs the real example functions instead.
+
+It ends with one table (SLO compliance, mean live and spawned instances,
+latency, errors per policy) and a verdict: which policy held the SLO (99.9% of
+requests within it, no errors) with the fewest instances. --out writes
+report.md, report.json, instances.png and latency.png.
+
+--scenario criticality runs a critical function beside a low-criticality flood
+on a capacity-bounded runtime, with and without criticality.`,
+		Example: `  gantry up                                   # gantry, cypress, atoll and knative side by side, report in out/up/
+  gantry up --policy gantry,cypress --seed 2  # two policies
+  gantry up --json > report.json              # one JSON object on stdout
+  gantry up --scenario criticality            # a critical function beside a flood, with and without criticality`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := validateUp(&cfg, out); err != nil {
+			cfg.Policies = splitList(policies)
+			if err := validateUp(cmd, &cfg, scenario); err != nil {
 				return err
 			}
+			var logMu sync.Mutex
 			if verbose {
-				cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+				cfg.GatewayLog = lockedWriter{w: os.Stderr, mu: &logMu}
 			}
-			if !asJSON {
-				cfg.Progress = progressLine
+			// Progress goes to stderr; with --json only when it is a
+			// terminal, so that a script reading stdout sees nothing else.
+			if tty := isTerminal(os.Stderr); !asJSON || tty {
+				pp := &progressPrinter{w: os.Stderr, tty: tty && !verbose, mu: &logMu}
+				cfg.Progress = pp.print
 			}
-			rep, err := liverun.Run(cmd.Context(), cfg)
-			if !asJSON {
-				fmt.Fprintln(os.Stderr)
+			if scenario == scenarioCriticality {
+				return runCriticality(cmd, cfg, out, asJSON)
 			}
+			rep, err := liverun.Up(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			if out != "" {
-				if err := rep.WriteDir(out); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				return rep.WriteJSON(os.Stdout)
-			}
-			if err := rep.WriteText(os.Stdout); err != nil {
-				return err
-			}
-			if out != "" {
-				fmt.Printf("\nreport, JSON and plots in %s/\n", out)
-			}
-			return nil
+			return emitUp(cmd.OutOrStdout(), rep, out, asJSON)
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&cfg.Policy, "policy", "gantry", fmt.Sprintf("policy: one of %v", policy.Names()))
+	fs.StringVar(&policies, "policy", strings.Join(liverun.DefaultPolicies, ","),
+		fmt.Sprintf("policies to compare, comma-separated, one gateway each: of %v", policy.Names()))
 	fs.StringVar(&cfg.App, "app", liverun.DefaultApp, fmt.Sprintf("example app to drive: one of %v", workload.Names()))
-	fs.StringVar(&cfg.Trace, "trace", "poisson", fmt.Sprintf("arrival trace: one of %v", trace.Names()))
-	fs.Float64Var(&cfg.Rate, "rate", 20, fmt.Sprintf("mean requests per second, up to %d", liverun.MaxRate))
+	fs.StringVar(&cfg.Trace, "trace", liverun.DefaultUpTrace, fmt.Sprintf("arrival trace: one of %v", trace.Names()))
+	fs.Float64Var(&cfg.Rate, "rate", liverun.DefaultUpRate, fmt.Sprintf("mean requests per second, up to %d", liverun.MaxRate))
 	fs.StringVar(&cfg.Dist, "dist", "uniform", fmt.Sprintf("input-size distribution: one of %v", workload.DistNames()))
-	fs.DurationVar(&cfg.Duration, "duration", time.Minute, "measured length of the run")
-	fs.DurationVar(&cfg.Warmup, "warmup", 15*time.Second, "unmeasured load first, so every policy starts warm (negative: none)")
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the arrivals, sizes and payloads")
-	fs.IntVar(&cfg.Capacity, "capacity", 0, "most instances at once (0: no bound)")
-	fs.DurationVar(&cfg.StartDelay, "start-delay", 0, "added to each instance's start, to emulate a container's (e.g. 1.5s)")
+	fs.DurationVar(&cfg.Duration, "duration", liverun.DefaultUpDuration, "measured length of the run")
+	fs.DurationVar(&cfg.Warmup, "warmup", liverun.DefaultUpWarmup, "unmeasured load first, so every policy starts warm (negative: none)")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the arrivals, sizes and payloads (the same for every policy)")
+	fs.IntVar(&cfg.Capacity, "capacity", liverun.DefaultUpCapacity, "most instances at once, per gateway (0: no bound)")
+	fs.DurationVar(&cfg.StartDelay, "start-delay", liverun.DefaultUpStartDelay, "added to each instance's start, to emulate a container's")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", liverun.DefaultUpIdleTimeout, "every gateway stops an instance idle this long (the core's default, 10m, outlasts the run)")
+	fs.StringVar(&cfg.Functions, "functions", liverun.FunctionsReplay,
+		fmt.Sprintf("%s: the app's model-replay functions (they sleep for the profiled execution time); %s: the real example functions (CPU-bound)", liverun.FunctionsReplay, liverun.FunctionsReal))
+	fs.StringVar(&scenario, "scenario", "", "criticality: a critical function beside a low-criticality flood, with and without criticality")
 	fs.StringVar(&out, "out", "out/up", "directory for report.md, report.json and plots (empty: none)")
-	fs.BoolVar(&asJSON, "json", false, `print one JSON object {"policy","requests","errors","slo_compliance","containers_spawned","avg_containers","p50_ms","p99_ms",...}`)
-	fs.BoolVar(&verbose, "verbose", false, "log the gateway's decisions to stderr")
+	fs.BoolVar(&asJSON, "json", false, `print one JSON object {"app","trace","rate","duration_s","seed","runs":[{"policy",...}],"verdict"} on stdout`)
+	fs.BoolVar(&verbose, "verbose", false, "copy the gateways' logs to stderr, each line prefixed with its policy")
 	return cmd
 }
 
-func validateUp(cfg *liverun.Config, _ string) error {
-	switch {
-	case dispatch.CheckPolicy(cfg.Policy) != nil:
-		return usagef("--policy: %v", dispatch.CheckPolicy(cfg.Policy))
-	case !contains(workload.Names(), cfg.App):
-		return usagef("--app %q is not one of %v", cfg.App, workload.Names())
-	case !contains(trace.Names(), cfg.Trace):
-		return usagef("--trace %q is not one of %v", cfg.Trace, trace.Names())
-	case !contains(workload.DistNames(), cfg.Dist):
-		return usagef("--dist %q is not one of %v", cfg.Dist, workload.DistNames())
-	case !(cfg.Rate > 0) || cfg.Rate > liverun.MaxRate:
-		return usagef("--rate must be in (0, %d], got %v", liverun.MaxRate, cfg.Rate)
-	case cfg.Duration < time.Second || cfg.Duration > liverun.MaxDuration:
-		return usagef("--duration must be in [1s, %v], got %v", liverun.MaxDuration, cfg.Duration)
-	case cfg.Warmup > liverun.MaxDuration:
-		return usagef("--warmup must be at most %v, got %v", liverun.MaxDuration, cfg.Warmup)
-	case cfg.Capacity < 0 || cfg.Capacity > 10000:
-		return usagef("--capacity must be in [0, 10000], got %d", cfg.Capacity)
-	case cfg.StartDelay < 0 || cfg.StartDelay > 10*time.Minute:
-		return usagef("--start-delay must be in [0, 10m], got %v", cfg.StartDelay)
+func validateUp(cmd *cobra.Command, cfg *liverun.UpConfig, scenario string) error {
+	if len(cfg.Policies) == 0 {
+		return usagef("--policy names no policy")
+	}
+	if scenario != "" && scenario != scenarioCriticality {
+		return usagef("--scenario must be %s, got %q", scenarioCriticality, scenario)
+	}
+	if scenario == scenarioCriticality && cmd.Flags().Changed("policy") && len(cfg.Policies) != 1 {
+		return usagef("--scenario criticality runs one policy with and without criticality; got --policy %s", strings.Join(cfg.Policies, ","))
+	}
+	c := *cfg
+	if c.Exe == "" {
+		c.Exe = "gantry" // Validate does not look at it
+	}
+	if err := c.Validate(); err != nil {
+		return usageError{err}
 	}
 	return nil
 }
 
-// progressLine redraws one status line on stderr.
-func progressLine(p liverun.Progress) {
-	fmt.Fprintf(os.Stderr, "\r%-7s %5.0fs / %-5.0fs  sent %-7d done %-7d live instances %-4d",
-		p.Phase, p.Elapsed.Seconds(), p.Total.Seconds(), p.Sent, p.Done, p.Live)
+// emitUp prints the report (JSON or the table), writes --out, and exits 1
+// after an interrupted run, which covers only what finished.
+func emitUp(w io.Writer, rep *liverun.UpReport, out string, asJSON bool) error {
+	if out != "" {
+		if err := rep.WriteDir(out); err != nil {
+			return err
+		}
+	}
+	var err error
+	if asJSON {
+		err = rep.WriteJSON(w)
+	} else {
+		err = rep.WriteText(w)
+		if err == nil && out != "" {
+			fmt.Fprintf(w, "\nreport, JSON and plots in %s/\n", out)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Interrupted {
+		return fmt.Errorf("interrupted: the report covers the requests answered until then")
+	}
+	return nil
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// lockedWriter serialises writes that share one stream with the progress.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// progressPrinter shows one line per arm. On a terminal it redraws the
+// block in place every second; elsewhere (a log file, a CI job) it prints
+// a block every progressLogEvery.
+type progressPrinter struct {
+	w     io.Writer
+	tty   bool
+	mu    *sync.Mutex
+	drawn int
+	last  time.Time
+}
+
+const progressLogEvery = 15 * time.Second
+
+func (p *progressPrinter) print(arms []liverun.ArmProgress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty {
+		if time.Since(p.last) < progressLogEvery {
+			return
+		}
+		p.last = time.Now()
+	}
+	p.draw(arms)
+}
+
+func (p *progressPrinter) draw(arms []liverun.ArmProgress) {
+	var b strings.Builder
+	if p.tty && p.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", p.drawn) // back to the block's first line
+	}
+	for _, a := range arms {
+		b.WriteString(progressText(a))
+		if p.tty {
+			b.WriteString("\x1b[K") // clear what a longer line left
+		}
+		b.WriteByte('\n')
+	}
+	p.drawn = len(arms)
+	_, _ = io.WriteString(p.w, b.String())
+}
+
+// progressText is one arm's line: phase and time, requests done, live
+// instances, the phase's p99 and SLO compliance, and errors.
+func progressText(a liverun.ArmProgress) string {
+	slo, p99 := "   –   ", "–"
+	if a.Done > 0 {
+		slo = fmt.Sprintf("%6.2f%%", 100*a.SLOCompliance)
+		p99 = a.P99.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%-10s %-7s %4.0fs/%.0fs  done %6d  live %4d  p99 %7s  SLO %s  errors %d",
+		a.Name, a.Phase, a.Elapsed.Seconds(), a.Total.Seconds(), a.Done, a.Live,
+		p99, slo, a.Errors)
+}
+
+// runCriticality runs --scenario criticality under one policy (default
+// gantry) and prints or writes its report as emitUp does.
+func runCriticality(cmd *cobra.Command, cfg liverun.UpConfig, out string, asJSON bool) error {
+	if !cmd.Flags().Changed("policy") {
+		cfg.Policies = []string{"gantry"}
+	}
+	if !cmd.Flags().Changed("capacity") {
+		cfg.Capacity = liverun.CriticalityCapacity
+	}
+	if !cmd.Flags().Changed("duration") {
+		cfg.Duration = time.Minute
+	}
+	rep, err := liverun.Criticality(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if out != "" {
+		if err := rep.WriteDir(out); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		err = rep.WriteJSON(w)
+	} else if err = rep.WriteText(w); err == nil && out != "" {
+		fmt.Fprintf(w, "\nreport, JSON and plots in %s/\n", out)
+	}
+	if err == nil && rep.Interrupted {
+		err = fmt.Errorf("interrupted: the report covers the requests answered until then")
+	}
+	return err
 }

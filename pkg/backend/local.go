@@ -66,12 +66,15 @@ type Local struct {
 }
 
 type proc struct {
-	inst   Instance
-	cmd    *exec.Cmd
-	exited chan struct{}
+	inst    Instance
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	stopped bool
 	// isolated: the instance is the init of its own PID namespace.
 	isolated bool
-	stopped  bool
+	// stderr keeps the last lines the instance wrote there (its exit
+	// reason quotes them).
+	stderr tail
 }
 
 // NewLocal returns a local runtime.
@@ -101,9 +104,12 @@ func (l *Local) Deploy(_ context.Context, f stack.Function) error {
 	if f.Command == "" {
 		return fmt.Errorf("%w: function %q has no fprocess; the local runtime runs commands, not images", stack.ErrInvalid, f.Name)
 	}
+	if err := LocalRefusal(f); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.fns[f.Name] = f
+	l.fns[f.Ref()] = f
 	return nil
 }
 
@@ -161,7 +167,10 @@ func (l *Local) spawn(function string) {
 		l.kill(p)
 		<-p.exited
 		l.forget(p)
-		l.ev.Failed(function, fmt.Errorf("instance %s: %w", id, err))
+		if exit := (*ExitError)(nil); !errors.As(err, &exit) {
+			err = fmt.Errorf("instance %s: %w", id, err)
+		}
+		l.ev.Failed(function, err)
 		return
 	}
 	p.inst.ColdStart = time.Since(begin)
@@ -173,7 +182,7 @@ func (l *Local) spawn(function string) {
 	l.forget(p)
 	var exitErr error
 	if !stopped {
-		exitErr = fmt.Errorf("instance %s exited unexpectedly: %v", id, p.cmd.ProcessState)
+		exitErr = exitError(id, "after ready", p.cmd.ProcessState, p.stderr.Lines())
 	}
 	l.ev.Exited(p.inst, exitErr)
 }
@@ -195,7 +204,9 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	// so that everything it started dies with it (childproc).
 	cmd.SysProcAttr = childproc.Attr()
 	w := &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
-	cmd.Stdout, cmd.Stderr = w, w
+	p := &proc{inst: Instance{ID: id, Function: f.Ref(), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
+		cmd: cmd, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = w, io.MultiWriter(w, &p.stderr)
 	// A child that outlives the instance would hold the output pipe open
 	// and Wait with it; past this delay Wait returns anyway.
 	cmd.WaitDelay = time.Second
@@ -203,8 +214,7 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %q: %w", f.Command, err)
 	}
-	p := &proc{inst: Instance{ID: id, Function: f.Name, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
-		cmd: cmd, exited: make(chan struct{}), isolated: isolated}
+	p.isolated = isolated
 	rec := l.record(p)
 	l.mu.Lock()
 	l.procs[id] = p
@@ -326,7 +336,7 @@ func (l *Local) awaitReady(p *proc) error {
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("exited before ready: %v", p.cmd.ProcessState)
+			return exitError(p.inst.ID, "before ready", p.cmd.ProcessState, p.stderr.Lines())
 		case <-ctx.Done():
 			return fmt.Errorf("not ready: %w", ctx.Err())
 		case <-time.After(delay):

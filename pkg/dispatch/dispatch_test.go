@@ -122,7 +122,7 @@ func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
 	}
 }
 
-func TestRepeatedStartFailuresFailTheQueue(t *testing.T) {
+func TestAFailedStartFailsTheWaitingRequestWithItsReason(t *testing.T) {
 	be := newFake(false)
 	d := newTestDispatcher(t, Config{}, be, decl("f", 0))
 	errc := make(chan error, 1)
@@ -130,13 +130,16 @@ func TestRepeatedStartFailuresFailTheQueue(t *testing.T) {
 		_, err := d.Acquire(context.Background(), req("f"))
 		errc <- err
 	}()
-	for i := range startFailLimit {
-		waitFor(t, func() bool { return be.Started("f") >= i+1 })
-		be.Events().Failed("f", errors.New("exec: not found"))
-		d.Plan() // the autoscaler retries the start
+	waitFor(t, func() bool { return be.Started("f") == 1 })
+	be.Events().Failed("f", errors.New("exec: not found"))
+	err := <-errc
+	var loop *CrashLoopError
+	if !errors.Is(err, ErrStartFailed) || !errors.As(err, &loop) || loop.Reason != "exec: not found" || loop.RetryAfter <= 0 {
+		t.Fatalf("got %v, want a crash loop error with the reason and a back-off", err)
 	}
-	if err := <-errc; !errors.Is(err, ErrStartFailed) {
-		t.Fatalf("got %v, want ErrStartFailed", err)
+	d.Plan()
+	if n := be.Started("f"); n != 1 {
+		t.Fatalf("%d starts: the tick restarted a function backing off with no request", n)
 	}
 }
 

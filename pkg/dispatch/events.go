@@ -4,8 +4,6 @@ package dispatch
 // gone.
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -32,7 +30,7 @@ func (e events) Ready(inst backend.Instance) {
 	}
 	d.lockedAdvance(now)
 	fn.startingAt = fn.startingAt[1:]
-	fn.failStreak = 0
+	fn.loop.Ready(now)
 	d.lockedMeasuredColdStart(fn, inst.ColdStart)
 	fn.stats.Ready++
 	fn.stats.ColdStartSum += inst.ColdStart
@@ -43,7 +41,7 @@ func (e events) Ready(inst backend.Instance) {
 	d.byID[inst.ID] = in
 	d.lockedRunBound(in, now)
 	d.lockedFeed(in, now)
-	d.peers.Changed(Locked{d}, fn.decl.Name)
+	d.peers.Changed(Locked{d}, fn.decl.Ref())
 }
 
 // lockedRunBound gives a new instance to the request waiting longest for
@@ -98,16 +96,14 @@ func (e events) Failed(function string, err error) {
 	if ok && len(fn.startingAt) > 0 {
 		fn.startingAt = fn.startingAt[1:]
 		fn.stats.StartFailures++
-		fn.failStreak++
-		d.lockedUnbind(fn)
 		d.cfg.Logger.Warn("instance failed to start", "function", function, "err", err)
-		if fn.failStreak >= startFailLimit {
-			fn.failStreak = 0
-			d.lockedFailQueued(fn, fmt.Errorf("%w: %q: %v", ErrStartFailed, function, err))
-		}
+		d.lockedFailure(fn, err, true, now)
 	}
 	if !d.closed {
 		d.lockedGrant(now)
+		if ok {
+			d.lockedRestart(now)
+		}
 	}
 }
 
@@ -135,17 +131,11 @@ func (e events) Exited(inst backend.Instance, err error) {
 	}
 	fn.stats.Crashes++
 	d.cfg.Logger.Warn("instance exited", "instance", inst.ID, "err", err)
+	if d.peers.Decides() && d.fns[fn.decl.Ref()] == fn {
+		d.lockedFailure(fn, err, false, now)
+	}
 	if !d.closed {
 		d.lockedGrant(now)
 		d.lockedEnsureProgress(fn, now)
 	}
 }
-
-// ErrStartFailed fails queued requests when a function's instances keep
-// failing to start, instead of leaving them to wait for their clients'
-// timeouts.
-var ErrStartFailed = errors.New("instances fail to start")
-
-// startFailLimit is how many starts in a row may fail before the queued
-// requests are failed.
-const startFailLimit = 3

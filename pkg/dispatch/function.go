@@ -30,9 +30,16 @@ type function struct {
 	bound []*call
 	// coldStart is what the function's next start is expected to take.
 	coldStart policy.ColdStartEstimate
-	// failStreak counts starts in a row that failed.
-	failStreak int
-	stats      FunctionStats
+	// loop is the restart back-off (crashloop.go); reason the last exit
+	// reason, demandAt the last arrival (a request refused while backing
+	// off asks for the next probe too).
+	loop     policy.CrashLoop
+	reason   string
+	demandAt time.Time
+	stats    FunctionStats
+	// created is when the function was first deployed (OpenFaaS's
+	// createdAt); an update keeps it.
+	created time.Time
 }
 
 // liveCount is the instances serving or starting; draining ones are on
@@ -139,7 +146,7 @@ func (d *Dispatcher) lockedScale(f *function) policy.Scale {
 // lockedCounts is what the policy counts of f: its instances, and its
 // requests queued here and at the other replicas.
 func (d *Dispatcher) lockedCounts(f *function) policy.Counts {
-	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + d.peers.Queued(f.decl.Name)}
+	c := policy.Counts{Starting: len(f.startingAt), Queued: f.queue.Len() + d.peers.Queued(f.decl.Ref())}
 	for _, in := range f.ready {
 		if in.draining {
 			continue

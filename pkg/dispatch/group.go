@@ -65,7 +65,7 @@ func (d *Dispatcher) lockedNewGroup(chain []*function, name string, slo time.Dur
 	spec := policy.Spec{App: name, AppSLO: slo, Window: d.cfg.Window, Start: d.cfg.Now(), Seed: d.cfg.Seed, Tick: d.cfg.Tick,
 		MinSize: chain[0].decl.MinSize, MaxSize: chain[0].decl.MaxSize, ColdStart: g.coldStart()}
 	for i, fn := range chain {
-		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: fn.decl.Name, SLO: share[i],
+		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: fn.decl.Ref(), SLO: share[i],
 			SizeSensitive: fn.decl.SizeSensitive})
 	}
 	pol, err := d.cfg.NewPolicy(d.cfg.Policy, spec)

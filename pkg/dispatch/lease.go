@@ -83,6 +83,9 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		return nil, nil, fmt.Errorf("input size %v must be a positive finite number", r.Size)
 	}
 	now := d.cfg.Now()
+	if err := d.lockedRefuseBackingOff(fn, now); err != nil {
+		return nil, nil, err
+	}
 	g := fn.g
 	c := &call{fn: fn, size: r.Size, queuedAt: now, got: make(chan *instance, 1),
 		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline), Pred: g.con.Estimate(fn.idx, r.Size)}}
@@ -106,7 +109,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		fn.queue.Push(c.entry, c)
 	}
 	fn.stats.Accepted++
-	d.peers.Arrived(fn.decl.Name, r.Size)
+	d.peers.Arrived(fn.decl.Ref(), r.Size)
 	d.lockedApply(fn, policy.Decision{Add: g.pol.Arrive(now, fn.idx, r.Size, d.lockedCounts(fn))}, now)
 	d.lockedLookAhead(fn, now)
 	if where == policy.RunNow {
@@ -119,7 +122,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 // policy): c waits for the next instance of fn to be ready. It reports
 // false when none can start (the function's maximum, or the capacity).
 func (d *Dispatcher) lockedStartOwn(fn *function, c *call, now time.Time) bool {
-	if policy.Grow(1, fn.liveCount(), fn.decl.MaxScale) == 0 || !d.lockedTakeCapacity(fn, now) {
+	if policy.Grow(1, fn.liveCount(), fn.decl.MaxScale) == 0 || d.lockedStarts(fn, now) == 0 || !d.lockedTakeCapacity(fn, now) {
 		return false
 	}
 	d.lockedStart(fn, 1, now)
@@ -147,9 +150,42 @@ func (d *Dispatcher) cancel(c *call) bool {
 // size, both fed to the policy's profiler.
 func (l *Lease) Release(exec time.Duration, output float64) { l.d.finish(l.c, exec, output, true) }
 
-// Abandon returns the slot without a sample: the client went away or the
-// execution timed out.
+// Abandon returns the slot without a sample: the execution ended without
+// an answer worth learning from (it timed out and answered late, or the
+// gateway is closing).
 func (l *Lease) Abandon() { l.d.finish(l.c, 0, 0, false) }
+
+// TimedOut records that the request outlived its function's timeout and
+// was answered 504. The slot stays busy: the instance may still be
+// working on it, and is sent nothing more than its concurrency. The
+// caller ends the lease later with Abandon (the answer came within the
+// grace period) or Hung.
+func (l *Lease) TimedOut() {
+	d := l.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l.c.fn.stats.TimedOut++
+}
+
+// Hung reports that the instance did not free a timed-out slot within the
+// grace period after its function's timeout: it is taken out of rotation,
+// replaced when requests wait for it, then stopped (the backend sends
+// SIGTERM, then SIGKILL after its grace). The requests queued behind it
+// go to the other instances and the replacement, so a hung instance costs
+// the one request it hung on.
+func (l *Lease) Hung(err error) {
+	d := l.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := l.c.inst
+	in.fn.stats.Hung++
+	d.lockedRemoveRunning(l.c)
+	if in.gone || d.closed {
+		return
+	}
+	d.cfg.Logger.Warn("instance hung: replacing it", "instance", in.ID, "err", err)
+	d.lockedReplace(in, d.cfg.Now())
+}
 
 // Failed reports that the instance did not answer this request (refused,
 // reset, closed). The slot is returned without a sample and the request
@@ -186,7 +222,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 		if err := fn.g.pol.Complete(fn.idx, c.size, exec, max(output, minOutput)); err != nil {
 			d.cfg.Logger.Warn("profiler rejected a sample", "function", fn.decl.Name, "err", err)
 		} else {
-			d.peers.Executed(fn.decl.Name, Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
+			d.peers.Executed(fn.decl.Ref(), Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
 		}
 	} else {
 		fn.stats.Abandoned++

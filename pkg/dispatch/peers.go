@@ -126,7 +126,7 @@ type InstanceState struct {
 }
 
 func (in *instance) state() InstanceState {
-	return InstanceState{ID: in.ID, Function: in.fn.decl.Name, Slots: in.slots, Running: len(in.running),
+	return InstanceState{ID: in.ID, Function: in.fn.decl.Ref(), Slots: in.slots, Running: len(in.running),
 		Draining: in.draining, Gone: in.gone}
 }
 

@@ -76,6 +76,24 @@ func (d *Dispatcher) lockedStop(in *instance, now time.Time) {
 	d.be.Stop(in.Instance)
 }
 
+// lockedReplace takes an unhealthy instance out of rotation, starts its
+// replacement if requests wait (policy.Apply's stranded rule: with other
+// instances serving, the next plan decides) and only then stops it.
+func (d *Dispatcher) lockedReplace(in *instance, now time.Time) {
+	if in.gone {
+		return
+	}
+	d.lockedAdvance(now)
+	in.gone = true
+	fn := in.fn
+	fn.ready = slices.DeleteFunc(fn.ready, func(x *instance) bool { return x == in })
+	d.live--
+	fn.stats.Replaced++
+	d.lockedGrant(now)
+	d.lockedEnsureProgress(fn, now)
+	d.be.Stop(in.Instance)
+}
+
 // lockedDrain stops an instance after its current requests.
 func (d *Dispatcher) lockedDrain(in *instance) {
 	in.draining = true
@@ -87,5 +105,5 @@ func (d *Dispatcher) lockedDrain(in *instance) {
 // lockedDrained reports a draining instance that may stop now: nothing
 // runs on it here or elsewhere, and no other replica holds a slot on it.
 func (d *Dispatcher) lockedDrained(in *instance) bool {
-	return in.draining && d.lockedIdle(in) && !d.peers.Holds(in.fn.decl.Name, in.ID)
+	return in.draining && d.lockedIdle(in) && !d.peers.Holds(in.fn.decl.Ref(), in.ID)
 }

@@ -22,6 +22,15 @@ type FunctionStatus struct {
 	Running   int
 	ColdStart time.Duration // the latest measured
 	Stats     FunctionStats
+	// State is one of the State* names; Restarts counts the failed starts
+	// and crashes, Reason is the last exit reason, and BackOffUntil is
+	// when a crash loop's back-off ends (zero when not backing off).
+	State        string
+	Restarts     int
+	Reason       string
+	BackOffUntil time.Time
+	// CreatedAt is when the function was first deployed.
+	CreatedAt time.Time
 }
 
 // Functions lists the deployed functions by name.
@@ -29,10 +38,11 @@ func (d *Dispatcher) Functions() []FunctionStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]FunctionStatus, 0, len(d.fns))
+	now := d.cfg.Now()
 	for _, fn := range d.fns {
-		out = append(out, fn.lockedStatus())
+		out = append(out, fn.lockedStatus(now))
 	}
-	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Name, b.Decl.Name) })
+	slices.SortFunc(out, func(a, b FunctionStatus) int { return strings.Compare(a.Decl.Ref(), b.Decl.Ref()) })
 	return out
 }
 
@@ -44,13 +54,17 @@ func (d *Dispatcher) Function(name string) (FunctionStatus, bool) {
 	if !ok {
 		return FunctionStatus{}, false
 	}
-	return fn.lockedStatus(), true
+	return fn.lockedStatus(d.cfg.Now()), true
 }
 
-func (f *function) lockedStatus() FunctionStatus {
+func (f *function) lockedStatus(now time.Time) FunctionStatus {
 	st := FunctionStatus{Decl: f.decl, Replicas: f.liveCount(), Starting: len(f.startingAt),
-		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats}
-	if len(f.g.chain) > 1 || f.g.name != f.decl.Name {
+		Queued: f.queue.Len(), ColdStart: f.coldStart.Value(), Stats: f.stats, CreatedAt: f.created,
+		State: f.lockedState(now), Restarts: f.loop.Restarts, Reason: f.reason}
+	if until, backing := f.loop.BackingOff(now); backing {
+		st.BackOffUntil = until
+	}
+	if len(f.g.chain) > 1 || f.g.name != f.decl.Ref() {
 		st.App = f.g.name
 	}
 	for _, in := range f.ready {
@@ -84,7 +98,7 @@ func (d *Dispatcher) Apps() []AppInfo {
 func (g *group) info() AppInfo {
 	a := AppInfo{Name: g.name, SLO: g.slo, Budget: slices.Clone(g.cum)}
 	for _, fn := range g.chain {
-		a.Functions = append(a.Functions, fn.decl.Name)
+		a.Functions = append(a.Functions, fn.decl.Ref())
 	}
 	return a
 }

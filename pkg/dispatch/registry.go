@@ -54,7 +54,7 @@ func (d *Dispatcher) deploy(ctx context.Context, f stack.Function) error {
 		// deployed, so that a retry starts from nothing. ErrExists is a
 		// deploy of the same name that won a race; its backend deployment
 		// is the winner's, and stays.
-		err = errors.Join(err, d.be.Undeploy(ctx, f.Name))
+		err = errors.Join(err, d.be.Undeploy(ctx, f.Ref()))
 	}
 	return err
 }
@@ -66,14 +66,14 @@ func (d *Dispatcher) checkDeployable(f stack.Function) error {
 		return err
 	}
 	d.mu.Lock()
-	_, exists := d.fns[f.Name]
+	_, exists := d.fns[f.Ref()]
 	closed, full := d.closed, len(d.fns) >= stack.MaxFunctions
 	d.mu.Unlock()
 	switch {
 	case closed:
 		return ErrClosed
 	case exists:
-		return fmt.Errorf("%w: function %q", ErrExists, f.Name)
+		return fmt.Errorf("%w: function %q", ErrExists, f.Ref())
 	case full:
 		return fmt.Errorf("%w: this gateway already serves %d functions, the most it takes", stack.ErrInvalid, stack.MaxFunctions)
 	}
@@ -85,15 +85,15 @@ func (d *Dispatcher) checkDeployable(f stack.Function) error {
 func (d *Dispatcher) register(f stack.Function) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, exists := d.fns[f.Name]; exists {
-		return fmt.Errorf("%w: function %q", ErrExists, f.Name)
+	if _, exists := d.fns[f.Ref()]; exists {
+		return fmt.Errorf("%w: function %q", ErrExists, f.Ref())
 	}
-	fn := &function{decl: f, coldStart: policy.NewColdStartEstimate(f.ColdStart)}
-	g, err := d.lockedNewGroup([]*function{fn}, f.Name, 0)
+	fn := &function{decl: f, coldStart: policy.NewColdStartEstimate(f.ColdStart), created: d.cfg.Now()}
+	g, err := d.lockedNewGroup([]*function{fn}, f.Ref(), 0)
 	if err != nil {
 		return err
 	}
-	d.fns[f.Name] = fn
+	d.fns[f.Ref()] = fn
 	d.lockedJoin(g)
 	d.lockedPublish()
 	return nil
@@ -109,10 +109,10 @@ func (d *Dispatcher) Update(ctx context.Context, f stack.Function) error {
 		return err
 	}
 	d.mu.Lock()
-	fn, ok := d.fns[f.Name]
+	fn, ok := d.fns[f.Ref()]
 	d.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("%w: function %q", ErrNotFound, f.Name)
+		return fmt.Errorf("%w: function %q", ErrNotFound, f.Ref())
 	}
 	if err := d.be.Deploy(ctx, f); err != nil {
 		return err
@@ -136,6 +136,9 @@ func (d *Dispatcher) lockedRedeclare(fn *function, f stack.Function) error {
 	for _, in := range slices.Clone(fn.ready) {
 		d.lockedDrain(in)
 	}
+	// A new declaration starts with a fresh back-off, as Kubernetes rolls
+	// out new pods: a fixed function serves on the next request.
+	fn.loop.Reset()
 	d.lockedLeave(old)
 	d.lockedJoin(g)
 	if d.apps[old.name] == old {
@@ -244,7 +247,7 @@ func (d *Dispatcher) RemoveApp(name string) error {
 	alone := make([]*group, len(g.chain))
 	for i, fn := range g.chain {
 		var err error
-		if alone[i], err = d.lockedNewGroup([]*function{fn}, fn.decl.Name, 0); err != nil {
+		if alone[i], err = d.lockedNewGroup([]*function{fn}, fn.decl.Ref(), 0); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/stack"
@@ -90,5 +91,56 @@ func TestDeployAppWhosePolicyFailsKeepsTheFunctions(t *testing.T) {
 	d.mu.Unlock()
 	if groups != 2 || len(d.Apps()) != 0 {
 		t.Fatalf("%d groups and apps %v after a failed app, want 2 and none", groups, d.Apps())
+	}
+}
+
+// Two functions of one name in two namespaces are two functions: each is
+// started, served, crashes and is removed under its own key (stack.Ref),
+// and the backend is told which.
+func TestSameNameInTwoNamespacesAreTwoFunctions(t *testing.T) {
+	be := newFake(false)
+	staging := decl("f", 0)
+	staging.Namespace = "staging"
+	d := newTestDispatcher(t, Config{}, be, decl("f", 0), staging)
+	if _, ok := d.Lookup("f.staging"); !ok {
+		t.Fatal("f.staging not registered")
+	}
+	if err := d.Deploy(context.Background(), staging); !errors.Is(err, ErrExists) {
+		t.Fatalf("second deploy of f.staging: %v", err)
+	}
+	got := make(chan *Lease, 1)
+	go func() {
+		l, err := d.Acquire(context.Background(), req("f.staging"))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitFor(t, func() bool { return be.Started("f.staging") == 1 })
+	if be.Started("f") != 0 {
+		t.Fatal("a request for f.staging started an instance of f")
+	}
+	inst := be.MakeReady("f.staging")
+	l := <-got
+	if l.Instance.ID != inst.ID || l.Instance.Function != "f.staging" {
+		t.Fatalf("leased %+v", l.Instance)
+	}
+	l.Release(time.Millisecond, 1)
+	if st, _ := d.Function("f"); st.Stats.Accepted != 0 || st.Available != 0 {
+		t.Fatalf("f counted f.staging's request: %+v", st)
+	}
+	be.Crash(0)
+	waitFor(t, func() bool { st, _ := d.Function("f.staging"); return st.Stats.Crashes == 1 && st.Available == 0 })
+	if st, _ := d.Function("f.staging"); st.Restarts != 1 {
+		t.Fatalf("the crash of f.staging's instance counts %d restarts, want 1", st.Restarts)
+	}
+	if err := d.Remove(context.Background(), "f.staging"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Lookup("f"); !ok {
+		t.Fatal("removing f.staging removed f")
+	}
+	if _, ok := d.Lookup("f.staging"); ok {
+		t.Fatal("f.staging still registered")
 	}
 }

@@ -35,10 +35,14 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			next = next.Add(d.cfg.Tick * (1 + time.Duration(now.Sub(next)/d.cfg.Tick)))
 		} else {
 			d.Expire()
+			d.Restart()
 		}
 		wake := next
 		if at, ok := d.NextExpiry(); ok && at.Before(wake) {
 			wake = at
+		}
+		if at, ok := d.NextRestart(); ok && at.Before(wake) {
+			wake = at // a crash loop's back-off ends: its probe starts on time
 		}
 		timer.Reset(max(0, wake.Sub(d.cfg.Now())))
 	}
@@ -56,6 +60,7 @@ func (d *Dispatcher) Plan() {
 	for _, g := range d.groups {
 		d.lockedPlanGroup(g, now)
 	}
+	d.lockedRestart(now)
 	d.lockedGrant(now)
 	d.peers.Planned(Locked{d})
 }
@@ -66,9 +71,9 @@ func (d *Dispatcher) Plan() {
 // replica has let go, so no replica sends a request to an instance on its
 // way out.
 func (d *Dispatcher) lockedRetireOne(in *instance, now time.Time) {
-	if d.peers.Holds(in.fn.decl.Name, in.ID) {
+	if d.peers.Holds(in.fn.decl.Ref(), in.ID) {
 		in.draining = true
-		d.peers.Changed(Locked{d}, in.fn.decl.Name)
+		d.peers.Changed(Locked{d}, in.fn.decl.Ref())
 		return
 	}
 	d.lockedStop(in, now)
@@ -105,7 +110,7 @@ func (d *Dispatcher) lockedScaleUp(fn *function, n int, now time.Time) {
 	if !d.peers.Decides() {
 		return // the replica that decides scales, from this one's reports
 	}
-	n = min(n, fn.decl.MaxScale-fn.liveCount())
+	n = min(n, fn.decl.MaxScale-fn.liveCount(), d.lockedStarts(fn, now))
 	start := 0
 	for ; n > 0; n-- {
 		if !d.lockedTakeCapacity(fn, now) {
@@ -127,7 +132,7 @@ func (d *Dispatcher) lockedStart(fn *function, n int, now time.Time) {
 		fn.startingAt = append(fn.startingAt, now)
 	}
 	fn.stats.Spawned += int64(n)
-	d.be.Start(fn.decl.Name, n)
+	d.be.Start(fn.decl.Ref(), n)
 }
 
 // lockedGrant hands free capacity to the functions capacity held back,
@@ -139,7 +144,7 @@ func (d *Dispatcher) lockedGrant(now time.Time) {
 		var best *function
 		for _, g := range d.groups {
 			for _, fn := range g.chain {
-				if fn.want > 0 && (best == nil || policy.GrantsBefore(fn.claim(), best.claim())) {
+				if fn.want > 0 && d.lockedStarts(fn, now) > 0 && (best == nil || policy.GrantsBefore(fn.claim(), best.claim())) {
 					best = fn
 				}
 			}
@@ -252,7 +257,7 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 	}
 	v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
 	detailed := fn.g.pol.Caps().Detailed
-	d.peers.Requests(fn.decl.Name, detailed, func(queued bool, it Item) {
+	d.peers.Requests(fn.decl.Ref(), detailed, func(queued bool, it Item) {
 		if queued {
 			v.MaxWait = max(v.MaxWait, it.Age)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strings"
 	"time"
 
 	"gantry.dev/gantry/pkg/dispatch"
@@ -16,11 +17,9 @@ import (
 // maxAPIBody bounds a management request's JSON.
 const maxAPIBody = 1 << 20
 
-// namespace is the one namespace the local runtime has, named as OpenFaaS
-// names its function namespace so clients that pass it keep working.
-const namespace = "openfaas-fn"
-
-// deployment is OpenFaaS's FunctionDeployment request.
+// deployment is OpenFaaS's FunctionDeployment request, field for field
+// (faas-provider's types.FunctionDeployment); a field it does not have is
+// refused, not dropped.
 type deployment struct {
 	Service     string            `json:"service"`
 	Image       string            `json:"image"`
@@ -31,23 +30,58 @@ type deployment struct {
 	Secrets     []string          `json:"secrets,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
-	Limits      map[string]string `json:"limits,omitempty"`
-	Requests    map[string]string `json:"requests,omitempty"`
+	Limits      *resources        `json:"limits,omitempty"`
+	Requests    *resources        `json:"requests,omitempty"`
 	ReadOnly    bool              `json:"readOnlyRootFilesystem,omitempty"`
 }
 
-// functionStatus is OpenFaaS's FunctionStatus, with Gantry's fields added.
+// resources is OpenFaaS's FunctionResources. Gantry runs no GPU
+// functions: a GPU request is refused.
+type resources struct {
+	stack.Resources
+	NvidiaGPU string `json:"nvidia.com/gpu,omitempty"`
+	AmdGPU    string `json:"amd.com/gpu,omitempty"`
+	IntelGPU  string `json:"intel.com/gpu,omitempty"`
+}
+
+func (r *resources) get(field string) (stack.Resources, error) {
+	if r == nil {
+		return stack.Resources{}, nil
+	}
+	if r.NvidiaGPU != "" || r.AmdGPU != "" || r.IntelGPU != "" {
+		return stack.Resources{}, fmt.Errorf("%w: %s: GPUs are not supported by this gateway", stack.ErrInvalid, field)
+	}
+	return r.Resources, nil
+}
+
+func toResources(r stack.Resources) *resources {
+	if r.IsZero() {
+		return nil
+	}
+	return &resources{Resources: r}
+}
+
+// functionStatus is OpenFaaS's FunctionStatus (faas-provider's
+// types.FunctionStatus), with Gantry's fields added. Every field of the
+// deployment comes back as it was declared, so faas-cli describe and diff
+// see what was deployed.
 type functionStatus struct {
-	Name              string            `json:"name"`
-	Image             string            `json:"image"`
-	Namespace         string            `json:"namespace"`
-	EnvProcess        string            `json:"envProcess,omitempty"`
-	EnvVars           map[string]string `json:"envVars,omitempty"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	Annotations       map[string]string `json:"annotations,omitempty"`
-	InvocationCount   float64           `json:"invocationCount"`
-	Replicas          uint64            `json:"replicas"`
-	AvailableReplicas uint64            `json:"availableReplicas"`
+	Name                   string            `json:"name"`
+	Image                  string            `json:"image"`
+	Namespace              string            `json:"namespace"`
+	EnvProcess             string            `json:"envProcess,omitempty"`
+	EnvVars                map[string]string `json:"envVars,omitempty"`
+	Constraints            []string          `json:"constraints,omitempty"`
+	Secrets                []string          `json:"secrets,omitempty"`
+	Labels                 map[string]string `json:"labels,omitempty"`
+	Annotations            map[string]string `json:"annotations,omitempty"`
+	Limits                 *resources        `json:"limits,omitempty"`
+	Requests               *resources        `json:"requests,omitempty"`
+	ReadOnlyRootFilesystem bool              `json:"readOnlyRootFilesystem,omitempty"`
+	InvocationCount        float64           `json:"invocationCount"`
+	Replicas               uint64            `json:"replicas"`
+	AvailableReplicas      uint64            `json:"availableReplicas"`
+	CreatedAt              time.Time         `json:"createdAt"`
 	// Gantry's own.
 	SLO         string  `json:"slo"`
 	Criticality int     `json:"criticality"`
@@ -57,35 +91,97 @@ type functionStatus struct {
 	Running     int     `json:"running"`
 	App         string  `json:"app,omitempty"`
 	ColdStartMS float64 `json:"coldStartMs"`
+	// State is ready, starting, backoff (crash-looping), failed or idle;
+	// Restarts counts failed starts and crashes, Reason is the last exit
+	// reason, BackOffUntil when a crash loop's back-off ends.
+	State        string     `json:"state"`
+	Restarts     int        `json:"restarts"`
+	Reason       string     `json:"reason,omitempty"`
+	BackOffUntil *time.Time `json:"backOffUntil,omitempty"`
 }
 
 func toStatus(s dispatch.FunctionStatus) functionStatus {
 	f := s.Decl
-	return functionStatus{Name: f.Name, Image: f.Image, Namespace: namespace, EnvProcess: f.Command,
-		EnvVars: f.Env, Labels: f.Labels, Annotations: f.Annotations,
+	return functionStatus{Name: f.Name, Image: f.Image, Namespace: f.NamespaceOrDefault(), EnvProcess: f.Command,
+		EnvVars: f.Env, Constraints: f.Constraints, Secrets: f.Secrets, Labels: f.Labels, Annotations: f.Annotations,
+		Limits: toResources(f.Limits), Requests: toResources(f.Requests), ReadOnlyRootFilesystem: f.ReadOnlyRootFilesystem,
 		InvocationCount: float64(s.Stats.Completed), Replicas: uint64(s.Replicas), AvailableReplicas: uint64(s.Available),
-		SLO: f.SLO.String(), Criticality: f.Criticality, MinScale: f.MinScale, MaxScale: f.MaxScale,
-		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart)}
+		CreatedAt: s.CreatedAt,
+		SLO:       f.SLO.String(), Criticality: f.Criticality, MinScale: f.MinScale, MaxScale: f.MaxScale,
+		Queued: s.Queued, Running: s.Running, App: s.App, ColdStartMS: ms(s.ColdStart),
+		State: s.State, Restarts: s.Restarts, Reason: s.Reason, BackOffUntil: timeOrNil(s.BackOffUntil)}
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func (g *Gateway) listFunctions(w http.ResponseWriter, _ *http.Request) {
-	all := g.d.Functions()
-	out := make([]functionStatus, 0, len(all))
-	for _, s := range all {
-		out = append(out, toStatus(s))
+// listFunctions lists one namespace's functions, ?namespace= or the
+// default, as OpenFaaS lists them.
+func (g *Gateway) listFunctions(w http.ResponseWriter, r *http.Request) {
+	ns := r.URL.Query().Get("namespace")
+	if ns == "" {
+		ns = stack.DefaultNamespace
+	}
+	if !g.ns.exists(ns) {
+		http.Error(w, fmt.Sprintf("namespace %q not found", ns), http.StatusNotFound)
+		return
+	}
+	out := []functionStatus{}
+	for _, s := range g.d.Functions() {
+		if s.Decl.NamespaceOrDefault() == ns {
+			out = append(out, toStatus(s))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (g *Gateway) getFunction(w http.ResponseWriter, r *http.Request) {
-	s, ok := g.d.Function(trimNamespace(r.PathValue("name")))
+	ref, err := refOf(r.PathValue("name"), r.URL.Query().Get("namespace"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s, ok := g.d.Function(ref)
 	if !ok {
-		http.Error(w, fmt.Sprintf("function %q not found", r.PathValue("name")), http.StatusNotFound)
+		http.Error(w, fmt.Sprintf("function %q not found", stack.QualifiedRef(ref)), http.StatusNotFound)
 		return
 	}
 	writeJSON(w, http.StatusOK, toStatus(s))
+}
+
+// refOf is the registry key of a function a client names: NAME or
+// NAME.NAMESPACE, and maybe a namespace beside it (?namespace= or a
+// request's field), which must agree.
+func refOf(name, namespace string) (string, error) {
+	n, ns := stack.SplitRef(name)
+	if strings.Contains(name, ".") && namespace != "" && namespace != ns {
+		return "", fmt.Errorf("%w: %q names namespace %q, and the request namespace %q", stack.ErrInvalid, name, ns, namespace)
+	}
+	if !strings.Contains(name, ".") && namespace != "" {
+		ns = namespace
+	}
+	if err := stack.CheckName(n); err != nil {
+		return "", err
+	}
+	if err := stack.CheckName(ns); err != nil {
+		return "", fmt.Errorf("namespace: %w", err)
+	}
+	return stack.Ref(n, ns), nil
+}
+
+// Resolve finds the deployed function a route names: NAME or
+// NAME.NAMESPACE (faas-cli's /function/NAME.NAMESPACE and
+// /async-function/NAME.NAMESPACE). The declaration's Ref is the
+// dispatcher's key (dispatch.Request.Function) and Qualified its metrics
+// label.
+func (g *Gateway) Resolve(name string) (stack.Function, bool) {
+	return g.d.Lookup(stack.CanonicalRef(name))
 }
 
 func (g *Gateway) deployFunction(w http.ResponseWriter, r *http.Request) {
@@ -97,14 +193,13 @@ func (g *Gateway) updateFunction(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update bool) {
 	var req deployment
-	if !readJSON(w, r, &req) {
+	if !readJSONStrict(w, r, &req) {
 		return
 	}
-	if len(req.Secrets) > 0 {
-		http.Error(w, "secrets are not supported by this gateway; pass values in envVars", http.StatusBadRequest)
-		return
+	f, err := req.function()
+	if err == nil && !g.ns.exists(f.NamespaceOrDefault()) {
+		err = fmt.Errorf("%w: namespace %q does not exist; create it first (faas-cli namespace create %s)", stack.ErrInvalid, f.Namespace, f.Namespace)
 	}
-	f, err := stack.FromAPI(req.Service, req.Image, req.EnvProcess, req.EnvVars, req.Labels, req.Annotations)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -121,9 +216,25 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 	w.WriteHeader(http.StatusAccepted)
 }
 
+func (req *deployment) function() (stack.Function, error) {
+	limits, err := req.Limits.get("limits")
+	if err != nil {
+		return stack.Function{}, err
+	}
+	requests, err := req.Requests.get("requests")
+	if err != nil {
+		return stack.Function{}, err
+	}
+	return stack.FromDeployment(stack.Deployment{Service: req.Service, Image: req.Image, Namespace: req.Namespace,
+		EnvProcess: req.EnvProcess, EnvVars: req.EnvVars, Labels: req.Labels, Annotations: req.Annotations,
+		Secrets: req.Secrets, Constraints: req.Constraints, Limits: limits, Requests: requests,
+		ReadOnlyRootFilesystem: req.ReadOnly})
+}
+
 func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		FunctionName string `json:"functionName"`
+		Namespace    string `json:"namespace"`
 	}
 	if !readJSON(w, r, &req) {
 		return
@@ -132,38 +243,57 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "functionName is required", http.StatusBadRequest)
 		return
 	}
-	if err := g.d.Remove(r.Context(), req.FunctionName); err != nil {
+	ref, err := refOf(req.FunctionName, firstNonEmpty(req.Namespace, r.URL.Query().Get("namespace")))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := g.d.Remove(r.Context(), ref); err != nil {
 		writeError(w, err)
 		return
 	}
+	g.metrics.forget(stack.QualifiedRef(ref))
 	w.WriteHeader(http.StatusAccepted)
 }
 
 func (g *Gateway) scaleFunction(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ServiceName string `json:"serviceName"`
+		Namespace   string `json:"namespace"`
 		Replicas    *int64 `json:"replicas"`
 	}
 	if !readJSON(w, r, &req) {
 		return
 	}
-	name := trimNamespace(r.PathValue("name"))
+	ref, err := refOf(r.PathValue("name"), firstNonEmpty(req.Namespace, r.URL.Query().Get("namespace")))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	name, _ := stack.SplitRef(ref)
 	switch {
 	case req.Replicas == nil:
 		http.Error(w, "replicas is required", http.StatusBadRequest)
 		return
-	case req.ServiceName != "" && req.ServiceName != name:
-		http.Error(w, fmt.Sprintf("serviceName %q does not match the path's %q", req.ServiceName, name), http.StatusBadRequest)
+	case req.ServiceName != "" && stack.CanonicalRef(req.ServiceName) != ref && req.ServiceName != name:
+		http.Error(w, fmt.Sprintf("serviceName %q does not match the path's %q", req.ServiceName, r.PathValue("name")), http.StatusBadRequest)
 		return
 	case *req.Replicas < 0 || *req.Replicas > stack.MaxInstances:
 		http.Error(w, fmt.Sprintf("replicas %d must be in [0, %d]", *req.Replicas, stack.MaxInstances), http.StatusBadRequest)
 		return
 	}
-	if err := g.d.Scale(name, int(*req.Replicas)); err != nil {
+	if err := g.d.Scale(ref, int(*req.Replicas)); err != nil {
 		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // appJSON is an app over the API.
@@ -242,14 +372,23 @@ func (g *Gateway) info(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-func (g *Gateway) namespaces(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, []string{namespace})
-}
-
 // readJSON decodes a bounded JSON body, answering 400 or 413 itself.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeJSON(w, r, v, false)
+}
+
+// readJSONStrict is readJSON that refuses fields v does not have, for the
+// requests whose every field must be honoured or refused.
+func readJSONStrict(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeJSON(w, r, v, true)
+}
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, maxAPIBody)
 	dec := json.NewDecoder(r.Body)
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
@@ -287,7 +426,7 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, dispatch.ErrClosed), errors.Is(err, dispatch.ErrRemoved):
 		code = http.StatusServiceUnavailable
 	case errors.Is(err, dispatch.ErrStartFailed):
-		code = http.StatusBadGateway
+		code = http.StatusServiceUnavailable
 	}
 	http.Error(w, err.Error(), code)
 }

@@ -6,8 +6,10 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -36,15 +38,28 @@ type Config struct {
 	// the others: what a layer over the dispatcher serves (pkg/scaleout's
 	// sync between replicas).
 	Routes map[string]http.Handler
+	// HungGrace is how long past its function's timeout an instance may
+	// take to finish a request that was answered 504 before the instance
+	// is deemed hung and replaced (default DefaultHungGrace).
+	HungGrace time.Duration
 }
+
+// DefaultHungGrace is Config.HungGrace's default.
+const DefaultHungGrace = 2 * time.Second
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	cfg     Config
+	cfg Config
+	// abort ends every exchange with an instance still going: Close. A
+	// client going away does not end one (the slot follows the instance).
+	abort     context.Context
+	stopAbort context.CancelFunc
+
 	d       *dispatch.Dispatcher
 	mux     *http.ServeMux
 	up      *upstream
 	metrics *metrics
+	ns      *namespaces
 }
 
 // New builds the gateway's routes.
@@ -64,8 +79,12 @@ func New(cfg Config) *Gateway {
 	if cfg.Orchestration == "" {
 		cfg.Orchestration = "local"
 	}
+	if cfg.HungGrace <= 0 {
+		cfg.HungGrace = DefaultHungGrace
+	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
-		metrics: newMetrics(cfg.Registry, cfg.Dispatcher)}
+		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher)}
+	g.abort, g.stopAbort = context.WithCancel(context.Background())
 	g.routes()
 	return g
 }
@@ -74,9 +93,14 @@ func New(cfg Config) *Gateway {
 // process to add theirs to the same /metrics.
 func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 
-// Close closes the gateway's idle connections to instances and stops
-// their janitor. Call it once the server has stopped.
-func (g *Gateway) Close() { g.up.close() }
+// Close ends the exchanges with instances still going (a client that
+// left, an instance past its function's timeout), closes the idle
+// connections and stops their janitor. Call it once the server has
+// stopped.
+func (g *Gateway) Close() {
+	g.stopAbort()
+	g.up.close()
+}
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }
@@ -91,7 +115,12 @@ func (g *Gateway) routes() {
 	g.mux.Handle("GET /system/apps/{name}", admin(g.getApp))
 	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
 	g.mux.Handle("GET /system/info", admin(g.info))
-	g.mux.Handle("GET /system/namespaces", admin(g.namespaces))
+	g.mux.Handle("GET /system/namespaces", admin(g.listNamespaces))
+	g.mux.Handle("GET /system/namespace/{name}", admin(g.getNamespace))
+	g.mux.Handle("POST /system/namespace/{$}", admin(g.createNamespace))
+	g.mux.Handle("POST /system/namespace/{name}", admin(g.createNamespace))
+	g.mux.Handle("PUT /system/namespace/{name}", admin(g.updateNamespace))
+	g.mux.Handle("DELETE /system/namespace/{name}", admin(g.deleteNamespace))
 	for pattern, h := range g.cfg.Routes {
 		g.mux.Handle(pattern, admin(h.ServeHTTP))
 	}
@@ -103,6 +132,10 @@ func (g *Gateway) routes() {
 		_, _ = w.Write([]byte("OK\n"))
 	})
 	g.mux.Handle("GET /metrics", promhttp.HandlerFor(g.cfg.Registry, promhttp.HandlerOpts{}))
+	// Whatever no route above serves gets a 404 or 405 that says so, never
+	// Go's bare "404 page not found": a client learns what it asked for
+	// that this gateway does not have (routes.go).
+	g.mux.HandleFunc("/", g.noRoute)
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }

@@ -141,33 +141,44 @@ func TestQueuePastItsBoundAnswers429WithRetryAfter(t *testing.T) {
 	}
 }
 
-func TestCrashingInstanceIsRetriedOnceThen502(t *testing.T) {
-	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "crash", "crash")}}, nil)
+// An instance that crashes on a request it received is not retried: the
+// request may have run. Declared idempotent, it is retried once.
+func TestCrashAfterDeliveryIsRetriedOnlyWhenIdempotent(t *testing.T) {
+	once := instanceFunction(t, "crash", "crash")
+	twice := instanceFunction(t, "crash-idem", "crash")
+	twice.Idempotent = true
+	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{once, twice}}, nil)
 	code, body, _ := do(t, "POST", srv.URL()+"/function/crash", "x", nil)
-	if code != 502 || !strings.Contains(body, "failed twice") {
-		t.Fatalf("crash: %d %q", code, body)
+	if code != 502 || !strings.Contains(body, "not retried") {
+		t.Fatalf("crash: %d %q, want 502 not retried", code, body)
 	}
-	st, _ := srv.D.Function("crash")
-	if st.Stats.InstanceErrors != 2 || st.Stats.Accepted != 2 {
+	if st, _ := srv.D.Function("crash"); st.Stats.InstanceErrors != 1 || st.Stats.Accepted != 1 {
+		t.Fatalf("stats %+v: want one attempt", st.Stats)
+	}
+	code, body, _ = do(t, "POST", srv.URL()+"/function/crash-idem", "x", nil)
+	if code != 502 || !strings.Contains(body, "failed twice") {
+		t.Fatalf("idempotent crash: %d %q, want 502 after a retry", code, body)
+	}
+	if st, _ := srv.D.Function("crash-idem"); st.Stats.InstanceErrors != 2 || st.Stats.Accepted != 2 {
 		t.Fatalf("stats %+v: want two attempts, both instance errors", st.Stats)
 	}
 }
 
-// One reset connection does not kill an instance: the request is retried
-// on the other instance, the one that failed passes its health check and
-// keeps serving.
+// One reset connection does not kill an instance: the request of an
+// idempotent function is retried on the other instance, the one that
+// failed passes its health check and keeps serving.
 func TestResetConnectionIsRetriedAndTheInstanceKept(t *testing.T) {
 	f := instanceFunction(t, "flaky", "flaky")
 	f.Env["GANTRY_TEST_FLAKY"] = filepath.Join(t.TempDir(), "claimed")
 	f.MinScale, f.MaxScale = 2, 2
+	f.Idempotent = true
 	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{f}}, nil)
 	waitUntil(t, "two instances ready", func() bool {
 		st, _ := srv.D.Function("flaky")
 		return st.Available == 2
 	})
-	// One instance resets its first request: a request that lands there
-	// is retried on the other. Enough requests go out that one lands there
-	// (the dispatcher picks the instance idle the shortest time).
+	// The first request an instance gets is reset, after it was read:
+	// retried on the other instance.
 	for i := range 4 {
 		code, body, _ := do(t, "POST", srv.URL()+"/function/flaky", "hello", nil)
 		if code != 200 || body != "hello" {

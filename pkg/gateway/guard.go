@@ -64,6 +64,11 @@ func drainFailure(ctx context.Context, delivered bool) *failure {
 	if !errors.Is(context.Cause(ctx), errDrained) {
 		return nil
 	}
+	return drainAnswer(delivered)
+}
+
+// drainAnswer is the answer to a request open when the drain ends.
+func drainAnswer(delivered bool) *failure {
 	if delivered {
 		return &failure{http.StatusGatewayTimeout, "drained_delivered", errors.New("the gateway shut down before the instance answered; the function may have run")}
 	}
@@ -155,6 +160,10 @@ func (g *guard) end(ctx context.Context) error {
 	}
 }
 
+// endExchanges ends every exchange with an instance still going, so that
+// their handlers answer (drainAnswer); the instances are stopped next.
+func (g *Gateway) endExchanges() { g.stopAbort() }
+
 // functionOf is the function a path invokes.
 func functionOf(path string) (string, bool) {
 	rest, ok := strings.CutPrefix(path, "/function/")
@@ -162,7 +171,7 @@ func functionOf(path string) (string, bool) {
 		return "", false
 	}
 	name, _, _ := strings.Cut(rest, "/")
-	return trimNamespace(name), name != ""
+	return name, name != ""
 }
 
 // boundedBody reads a request body with a deadline on each read: the idle

@@ -7,10 +7,11 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
-	"strings"
 	"time"
 
+	"gantry.dev/gantry/pkg/callid"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/stack"
 )
@@ -40,12 +41,15 @@ func (f *failure) Error() string { return f.err.Error() }
 
 func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
-	name := trimNamespace(r.PathValue("name"))
-	decl, ok := g.d.Lookup(name)
+	w.Header().Set(callid.Header, callid.Ensure(r.Header))
+	decl, ok := g.Resolve(r.PathValue("name"))
 	if !ok {
-		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found", fmt.Errorf("function %q not found", name)})
+		g.fail(w, unknownName, &failure{http.StatusNotFound, "not_found",
+			fmt.Errorf("function %q not found", stack.QualifiedRef(r.PathValue("name")))})
 		return
 	}
+	name := decl.Qualified()
+	g.metrics.forName(name).started().Inc()
 	body, fail := g.readBody(w, r)
 	if fail != nil {
 		g.fail(w, name, fail)
@@ -57,16 +61,22 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fwd := forward{method: r.Method, path: "/" + r.PathValue("path"), query: r.URL.RawQuery, header: r.Header}
-	res, fail := g.call(r.Context(), decl, size, arrival.Add(decl.SLO), body, fwd)
+	answered := false
+	early := func(f *failure) { answered = true; g.failNow(w, name, f) }
+	res, fail := g.call(r.Context(), decl, size, arrival.Add(decl.SLO), body, fwd, early)
+	if answered {
+		return
+	}
 	if fail != nil {
 		g.fail(w, name, fail)
 		return
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), decl.SLO)
 }
 
 func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
+	w.Header().Set(callid.Header, callid.Ensure(r.Header))
 	name := r.PathValue("name")
 	app, ok := g.d.App(name)
 	if !ok {
@@ -78,8 +88,10 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
+	g.metrics.forName(name).started().Inc()
 	header := r.Header
 	var res *result
+	answered := false
 	for i, fnName := range app.Functions {
 		decl, ok := g.d.Lookup(fnName)
 		if !ok {
@@ -93,14 +105,22 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			size = res.outSize
 		}
 		if fail != nil {
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		fwd := forward{method: http.MethodPost, path: "/", header: header}
-		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd)
+		early := func(f *failure) {
+			answered = true
+			w.Header().Set("X-Gantry-Failed-Function", fnName)
+			g.failNow(w, fnName, f)
+		}
+		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd, early)
+		if answered {
+			return
+		}
 		if fail != nil {
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
-			g.fail(w, fnName, fail)
+			g.fail(w, decl.Qualified(), fail)
 			return
 		}
 		if res.status >= 300 {
@@ -108,21 +128,15 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		body, header = res.body, chainHeader(res, decl)
+		header.Set(callid.Header, r.Header.Get(callid.Header))
 	}
-	g.reply(w, name, res, time.Since(arrival))
+	g.reply(w, name, res, time.Since(arrival), app.Budget[len(app.Budget)-1])
 }
 
 // unknownName is the function_name label of requests for a name that is
 // not deployed: a client choosing names must not grow the metrics without
 // bound.
 const unknownName = "_unknown"
-
-// trimNamespace drops the ".openfaas-fn" suffix faas-cli adds to a
-// function's name when given a namespace: the local runtime has only that
-// one.
-func trimNamespace(name string) string {
-	return strings.TrimSuffix(name, "."+namespace)
-}
 
 // chainHeader is what the next function of a chain receives: the content
 // type and the output size, as the size header a function may declare.
@@ -201,29 +215,43 @@ type forward struct {
 	header              http.Header
 }
 
-// call runs one function: acquire a slot, forward, release. An instance
-// that fails to answer is taken out of service and the request is retried
-// once on another instance.
-func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward) (*result, *failure) {
-	var lastErr error
-	for attempt := 0; attempt < 2; attempt++ {
-		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Name, Size: size, Deadline: deadline})
+// call runs one function: acquire a slot, forward, release. A request an
+// instance failed is retried once on another instance, only when it was
+// never delivered (refused, or reset before a byte was written) or when
+// the function is declared idempotent: otherwise the function may have
+// run, and running it again is the client's call.
+//
+// early answers the client while the call goes on (a timeout: the slot
+// stays busy until the instance's answer ends or it is deemed hung); the
+// caller then answers nothing more.
+func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward, early func(*failure)) (*result, *failure) {
+	for attempt := 0; ; attempt++ {
+		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline})
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
 		}
-		m := g.metrics.forName(decl.Name)
+		m := g.metrics.forName(decl.Qualified())
 		m.queueWait().Observe(lease.Waited.Seconds())
-		res, crashed, fail := g.execute(ctx, lease, body, fwd)
+		res, crashed, fail := g.execute(ctx, lease, body, fwd, early)
 		if fail != nil {
 			return nil, fail
 		}
 		if crashed == nil {
 			return res, nil
 		}
-		lastErr = crashed
+		delivered := !neverDelivered(crashed)
+		switch {
+		case attempt > 0:
+			return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, crashed)}
+		case delivered && !decl.Idempotent:
+			return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf(
+				"function %q: instance %s failed after receiving the request, which may have run; not retried (the function is not declared idempotent): %v",
+				decl.Name, lease.Instance.ID, crashed)}
+		}
 		m.retries().Inc()
+		g.cfg.Logger.Warn("retrying on another instance", "function", decl.Name, callid.Header, fwd.header.Get(callid.Header),
+			"instance", lease.Instance.ID, "delivered", delivered, "err", crashed)
 	}
-	return nil, &failure{http.StatusBadGateway, "instance_error", fmt.Errorf("function %q: instance failed twice: %v", decl.Name, lastErr)}
 }
 
 func acquireFailure(ctx context.Context, err error) *failure {
@@ -240,35 +268,49 @@ func acquireFailure(ctx context.Context, err error) *failure {
 	case errors.Is(err, dispatch.ErrClosed), errors.Is(err, dispatch.ErrRemoved):
 		return &failure{http.StatusServiceUnavailable, "unavailable", err}
 	case errors.Is(err, dispatch.ErrStartFailed):
-		return &failure{http.StatusBadGateway, "start_failed", err}
+		return &failure{http.StatusServiceUnavailable, "crash_loop", err}
 	}
 	return &failure{http.StatusBadRequest, "bad_request", err}
 }
 
 // execute forwards one request on a lease. failed is set when the
 // instance did not answer and the caller may retry on another.
-func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byte, fwd forward) (res *result, failed error, fail *failure) {
+//
+// The exchange is not tied to the client: one that goes away leaves its
+// slot busy until the instance's answer ends (read and dropped), so an
+// instance never runs more than its concurrency. At the function's
+// timeout the client is answered 504 through early and the slot stays
+// busy; an answer within HungGrace frees it, none marks the instance
+// hung (Lease.Hung), to be replaced.
+func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byte, fwd forward, early func(*failure)) (res *result, failed error, fail *failure) {
 	start := time.Now()
-	deadline := start.Add(lease.Timeout)
+	soft := start.Add(lease.Timeout)
 	up := &upRequest{addr: lease.Instance.Addr, method: fwd.method, path: fwd.path, query: fwd.query,
 		header: fwd.header, body: body}
-	resp, err := g.up.do(ctx, up, deadline, g.cfg.MaxBody)
+	var timedOut *failure
+	late := func() {
+		timedOut = &failure{http.StatusGatewayTimeout, "timeout", fmt.Errorf(
+			"function %q did not answer within its timeout of %v; its instance may still be working on it", lease.Instance.Function, lease.Timeout)}
+		lease.TimedOut()
+		early(timedOut)
+	}
+	resp, err := g.up.doLate(g.abort, up, soft, soft.Add(g.cfg.HungGrace), g.cfg.MaxBody, late)
 	exec := time.Since(start)
-	if err == nil {
+	switch {
+	case timedOut != nil:
+		return nil, nil, g.endLate(lease, err, timedOut)
+	case err == nil:
 		res = &result{status: resp.status, header: resp.header, body: resp.body, outSize: outputSize(resp)}
 		lease.Release(exec, res.outSize)
-		return res, nil, nil
-	}
-	switch {
-	case ctx.Err() != nil:
-		lease.Abandon()
-		if f := drainFailure(ctx, true); f != nil {
-			return nil, nil, f
+		if ctx.Err() != nil {
+			return nil, nil, &failure{499, "canceled", ctx.Err()} // answered to nobody
 		}
-		return nil, nil, &failure{499, "canceled", ctx.Err()}
-	case !time.Now().Before(deadline):
+		return res, nil, nil
+	case g.abort.Err() != nil:
 		lease.Abandon()
-		return nil, nil, &failure{http.StatusGatewayTimeout, "timeout", fmt.Errorf("function %q did not answer within %v", lease.Instance.Function, lease.Timeout)}
+		// Only a shutdown aborts: the drain's answer (guard.go).
+		var dial *errDial
+		return nil, nil, drainAnswer(!errors.As(err, &dial))
 	case errors.Is(err, errTooLarge):
 		lease.Release(exec, float64(g.cfg.MaxBody))
 		return nil, nil, &failure{http.StatusBadGateway, "too_large", err}
@@ -277,6 +319,30 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	// health check says whether it is gone or was only busy for a moment.
 	lease.Failed(err)
 	return nil, err, nil
+}
+
+// endLate ends the lease of a request already answered 504: an answer
+// within the grace period frees the slot; none (the hard deadline) means
+// the instance hung.
+func (g *Gateway) endLate(lease *dispatch.Lease, err error, timedOut *failure) *failure {
+	switch {
+	case err == nil, errors.Is(err, errTooLarge), g.abort.Err() != nil:
+		lease.Abandon()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		lease.Hung(fmt.Errorf("no answer within %v after the function's timeout of %v", g.cfg.HungGrace, lease.Timeout))
+	default:
+		lease.Failed(err)
+	}
+	return timedOut
+}
+
+// retryAfter is when a refused client may try again: a second past a
+// full queue, the rest of the back-off of a crash-looping function.
+func retryAfter(f *failure) (time.Duration, bool) {
+	if loop := (*dispatch.CrashLoopError)(nil); errors.As(f.err, &loop) {
+		return max(time.Second, loop.RetryAfter), true
+	}
+	return time.Second, f.status == http.StatusTooManyRequests
 }
 
 var errTooLarge = errors.New("response body over the limit")
@@ -306,22 +372,52 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took time.Duration) {
+func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took, slo time.Duration) {
+	id := w.Header().Get(callid.Header)
 	copyHeader(w.Header(), res.header)
+	w.Header().Set(callid.Header, id) // the call's, whatever the instance says
 	w.Header().Set("X-Duration-Seconds", strconv.FormatFloat(took.Seconds(), 'f', 6, 64))
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
-	g.metrics.forName(name).observe(res.status, took)
+	g.metrics.forName(name).observe(res.status, took, slo)
+}
+
+// failNow answers the client at once while the handler goes on (the slot
+// follows the instance): a complete response, its length declared and the
+// connection closed after it, so that the client neither waits for the
+// handler's end nor queues its next request behind it.
+func (g *Gateway) failNow(w http.ResponseWriter, name string, f *failure) {
+	g.count(w, name, f)
+	msg := f.err.Error() + "\n"
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	h.Set("Connection", "close")
+	w.WriteHeader(f.status)
+	_, _ = io.WriteString(w, msg)
+	_ = http.NewResponseController(w).Flush()
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
-	if f.status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
-	}
-	failHeaders(w.Header(), f)
-	g.metrics.forName(name).outcome(f.outcome).Inc()
+	g.count(w, name, f)
 	if f.status == 499 {
 		return // nobody is listening
 	}
 	http.Error(w, f.err.Error(), f.status)
+}
+
+// count counts and logs a request the gateway answers itself.
+func (g *Gateway) count(w http.ResponseWriter, name string, f *failure) {
+	failHeaders(w.Header(), f)
+	if wait, ok := retryAfter(f); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+	}
+	m := g.metrics.forName(name)
+	m.outcome(f.outcome).Inc()
+	m.refused(f.status)
+	if f.status >= 500 {
+		g.cfg.Logger.Warn("request failed", "function", name, callid.Header, w.Header().Get(callid.Header),
+			"status", f.status, "reason", f.outcome, "err", f.err)
+	}
 }

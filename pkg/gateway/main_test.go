@@ -34,13 +34,44 @@ func serveInstance(mode string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	var posts atomic.Int64
+	var posts, inFlight, most atomic.Int64
+	var stuck atomic.Bool
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			return // the health check
 		}
 		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Seen-Call-Id", r.Header.Get("X-Call-Id"))
 		switch mode {
+		case "refuse":
+			// Answers its first request and closes its listener: later
+			// connections are refused, the process stays.
+			if posts.Add(1) == 1 {
+				w.Header().Set("Connection", "close")
+				ln.Close()
+			}
+		case "count":
+			// Counts the requests in flight in this process and writes
+			// the most it saw to $GANTRY_TEST_MAXFILE: the instance's own
+			// view of its concurrency, whatever the gateway believes.
+			n := inFlight.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			_ = os.WriteFile(os.Getenv("GANTRY_TEST_MAXFILE"), []byte(fmt.Sprint(most.Load())), 0o600)
+			time.Sleep(400 * time.Millisecond)
+			inFlight.Add(-1)
+		case "hang":
+			// The process that claims $GANTRY_TEST_FLAKY first with its
+			// first request wedges: that request and every later one
+			// never end, while the health check still answers (as a
+			// watchdog in front of a stuck worker does). Other processes
+			// answer.
+			if posts.Add(1) == 1 && claim(os.Getenv("GANTRY_TEST_FLAKY")) {
+				stuck.Store(true)
+			}
+			if stuck.Load() {
+				time.Sleep(time.Hour)
+			}
 		case "crash":
 			os.Exit(3)
 		case "flaky":
@@ -66,6 +97,9 @@ func serveInstance(mode string) {
 		_, _ = w.Write(body)
 	})
 	_ = http.Serve(ln, h)
+	if mode == "refuse" {
+		time.Sleep(time.Hour) // listener closed, process alive: connections are refused
+	}
 }
 
 // claim reports whether this process created the file at path first.
@@ -95,10 +129,18 @@ func instanceFunction(t *testing.T, name, mode string) stack.Function {
 // startGateway serves a stack on loopback with the real process runtime.
 func startGateway(t *testing.T, s *stack.Stack, auth *Auth) *Server {
 	t.Helper()
-	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", Stack: s,
+	return startGatewayWith(t, s, func(c *ServerConfig) { c.Gateway.Auth = auth })
+}
+
+// startGatewayWith is startGateway with the configuration edited first.
+func startGatewayWith(t *testing.T, s *stack.Stack, edit func(*ServerConfig)) *Server {
+	t.Helper()
+	cfg := ServerConfig{Addr: "127.0.0.1:0", Stack: s,
 		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
 		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
-		Gateway:  Config{Auth: auth, MaxBody: 1 << 20}})
+		Gateway:  Config{MaxBody: 1 << 20}}
+	edit(&cfg)
+	srv, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,16 @@ import (
 	"gantry.dev/gantry/pkg/stack"
 )
 
-// metrics keeps OpenFaaS's gateway metric names where they exist, so
-// dashboards carry over, and adds Gantry's queue and outcome metrics.
+// metrics keeps OpenFaaS's gateway metric names and labels, so its
+// dashboards and alert rules carry over, and adds Gantry's queue and
+// outcome metrics. Every function_name is NAME.NAMESPACE, as OpenFaaS
+// labels them (an app's is its bare name: apps have no namespace), and a
+// removed function's series go with it (forget).
 type metrics struct {
 	invocations *prometheus.CounterVec
 	seconds     *prometheus.HistogramVec
+	started     *prometheus.CounterVec
+	misses      *prometheus.CounterVec
 	outcomes    *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
 	retries     *prometheus.CounterVec
@@ -37,6 +42,8 @@ type bound struct {
 	// gets only the series it uses.
 	queueWait func() prometheus.Observer
 	retries   func() prometheus.Counter
+	started   func() prometheus.Counter
+	misses    func() prometheus.Counter
 	codes     [600]atomic.Pointer[codeSeries] // by HTTP status
 	outcomes  sync.Map                        // reason -> prometheus.Counter
 	m         *metrics
@@ -55,7 +62,16 @@ func (m *metrics) forName(name string) *bound {
 	}
 	b := &bound{m: m, name: name,
 		queueWait: sync.OnceValue(func() prometheus.Observer { return m.queueWait.WithLabelValues(name) }),
-		retries:   sync.OnceValue(func() prometheus.Counter { return m.retries.WithLabelValues(name) })}
+		retries:   sync.OnceValue(func() prometheus.Counter { return m.retries.WithLabelValues(name) }),
+		// A function's first invocation binds its miss and retry counters
+		// at zero, so SLO ratios and dashboards find them before the first
+		// miss.
+		started: sync.OnceValue(func() prometheus.Counter {
+			m.misses.WithLabelValues(name)
+			m.retries.WithLabelValues(name)
+			return m.started.WithLabelValues(name)
+		}),
+		misses: sync.OnceValue(func() prometheus.Counter { return m.misses.WithLabelValues(name) })}
 	if m.nBound.Load() >= maxBound {
 		return b // past the bound: used once, not kept
 	}
@@ -94,6 +110,11 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 			Help: "Invocations answered by a function, by status code."}, []string{"function_name", "code"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gateway_functions_seconds",
 			Help: "End-to-end time of invocations answered by a function.", Buckets: buckets}, []string{"function_name", "code"}),
+		started: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gateway_function_invocation_started",
+			Help: "Invocations of a deployed function the gateway began to serve."}, []string{"function_name"}),
+		misses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_function_slo_misses_total",
+			Help: "Invocations that missed their SLO: answered after it, answered with a 5xx, or refused with 429 or 5xx by the gateway."},
+			[]string{"function_name"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_request_failures_total",
 			Help: "Requests the gateway answered itself, by reason."}, []string{"function_name", "reason"}),
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gantry_queue_wait_seconds",
@@ -101,14 +122,40 @@ func newMetrics(reg *prometheus.Registry, d *dispatch.Dispatcher) *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "gantry_instance_retries_total",
 			Help: "Requests retried on another instance after one failed to answer."}, []string{"function_name"}),
 	}
-	reg.MustRegister(m.invocations, m.seconds, m.outcomes, m.queueWait, m.retries, &stateCollector{d: d})
+	reg.MustRegister(m.invocations, m.seconds, m.started, m.misses, m.outcomes, m.queueWait, m.retries, &stateCollector{d: d})
 	return m
 }
 
-func (b *bound) observe(status int, took time.Duration) {
+// forget deletes every series of a removed function, so /metrics shows
+// only what is deployed, as OpenFaaS's does. A request still finishing for
+// it may add a series back; the next removal of that name takes it too.
+func (m *metrics) forget(label string) {
+	if _, ok := m.byName.LoadAndDelete(label); ok {
+		m.nBound.Add(-1)
+	}
+	match := prometheus.Labels{"function_name": label}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.invocations, m.seconds, m.started, m.misses, m.outcomes, m.queueWait, m.retries} {
+		v.DeletePartialMatch(match)
+	}
+}
+
+func (b *bound) observe(status int, took, slo time.Duration) {
 	c := b.code(status)
 	c.invocations.Inc()
 	c.seconds.Observe(took.Seconds())
+	if took > slo || status >= 500 {
+		b.misses().Inc()
+	}
+}
+
+// refused counts a request the gateway answered itself: a 429 or a 5xx
+// misses the SLO whatever the time (the caller got no answer), a 4xx is
+// the caller's own error and a 499 a caller that left.
+func (b *bound) refused(status int) {
+	if status == 429 || status >= 500 {
+		b.misses().Inc()
+	}
 }
 
 // stateCollector reads the dispatcher's live state at scrape time.
@@ -119,7 +166,20 @@ var (
 		[]string{"function_name", "state"}, nil)
 	queuedDesc = prometheus.NewDesc("gantry_function_queued", "Requests waiting for an instance.",
 		[]string{"function_name"}, nil)
+	// serviceCountDesc is OpenFaaS's replica gauge.
+	serviceCountDesc = prometheus.NewDesc("gateway_service_count", "Replicas of a function, serving or starting.",
+		[]string{"function_name"}, nil)
+	coldStartDesc = prometheus.NewDesc("gantry_function_cold_start_seconds", "A function's latest measured cold start.",
+		[]string{"function_name"}, nil)
+	sloDesc = prometheus.NewDesc("gantry_function_slo_seconds", "A function's declared SLO.",
+		[]string{"function_name"}, nil)
 	spawnedDesc = prometheus.NewDesc("gantry_function_instances_started_total", "Instances asked for.",
+		[]string{"function_name"}, nil)
+	restartsDesc = prometheus.NewDesc("gantry_function_restarts_total", "Starts that failed and instances that crashed (a crash loop's restart count).",
+		[]string{"function_name"}, nil)
+	stateDesc = prometheus.NewDesc("gantry_function_state", "1 for the function's state: ready, starting, backoff (crash-looping), failed or idle.",
+		[]string{"function_name", "state"}, nil)
+	backOffDesc = prometheus.NewDesc("gantry_function_backoff_seconds", "How long a crash-looping function's back-off still lasts.",
 		[]string{"function_name"}, nil)
 	acceptedDesc = prometheus.NewDesc("gantry_function_requests_total", "Requests accepted into a function's queue, by how they ended.",
 		[]string{"function_name", "outcome"}, nil)
@@ -128,17 +188,41 @@ var (
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- replicasDesc
 	ch <- queuedDesc
+	ch <- serviceCountDesc
+	ch <- coldStartDesc
+	ch <- sloDesc
 	ch <- spawnedDesc
 	ch <- acceptedDesc
+	ch <- restartsDesc
+	ch <- stateDesc
+	ch <- backOffDesc
 }
+
+var states = []string{dispatch.StateReady, dispatch.StateStarting, dispatch.StateBackOff, dispatch.StateFailed, dispatch.StateIdle}
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.d.Functions() {
-		n := s.Decl.Name
+		n := s.Decl.Qualified()
+		ch <- prometheus.MustNewConstMetric(serviceCountDesc, prometheus.GaugeValue, float64(s.Replicas), n)
+		ch <- prometheus.MustNewConstMetric(coldStartDesc, prometheus.GaugeValue, s.ColdStart.Seconds(), n)
+		ch <- prometheus.MustNewConstMetric(sloDesc, prometheus.GaugeValue, s.Decl.SLO.Seconds(), n)
 		ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(s.Available), n, "ready")
 		ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(s.Starting), n, "starting")
 		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(s.Queued), n)
 		ch <- prometheus.MustNewConstMetric(spawnedDesc, prometheus.CounterValue, float64(s.Stats.Spawned), n)
+		ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.CounterValue, float64(s.Restarts), n)
+		for _, state := range states {
+			v := 0.0
+			if state == s.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, v, n, state)
+		}
+		left := 0.0
+		if !s.BackOffUntil.IsZero() {
+			left = max(0, time.Until(s.BackOffUntil).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(backOffDesc, prometheus.GaugeValue, left, n)
 		for outcome, v := range map[string]int64{"accepted": s.Stats.Accepted, "completed": s.Stats.Completed,
 			"abandoned": s.Stats.Abandoned, "canceled": s.Stats.Canceled, "rejected": s.Stats.Rejected} {
 			ch <- prometheus.MustNewConstMetric(acceptedDesc, prometheus.CounterValue, float64(v), n, outcome)

@@ -41,7 +41,7 @@ func TestMetricsCountConcurrentRequestsAndBoundUnknownNames(t *testing.T) {
 	}
 	wg.Wait()
 	m := g.metrics
-	if n := testutil.ToFloat64(m.invocations.WithLabelValues("f", "200")); n != workers*each {
+	if n := testutil.ToFloat64(m.invocations.WithLabelValues("f.openfaas-fn", "200")); n != workers*each {
 		t.Fatalf("invocations of f with 200: %v, want %d", n, workers*each)
 	}
 	if n := testutil.ToFloat64(m.outcomes.WithLabelValues(unknownName, "not_found")); n != workers*each {
@@ -62,7 +62,7 @@ func TestMetricsCountConcurrentRequestsAndBoundUnknownNames(t *testing.T) {
 	if n := m.nBound.Load(); n > maxBound {
 		t.Fatalf("%d names kept bound, more than %d", n, maxBound)
 	}
-	if !strings.Contains(fmt.Sprint(m.forName("f").code(200).invocations.Desc()), "gateway_function_invocation_total") {
+	if !strings.Contains(fmt.Sprint(m.forName("f.openfaas-fn").code(200).invocations.Desc()), "gateway_function_invocation_total") {
 		t.Fatal("f's bound series is not the invocation counter")
 	}
 }

@@ -69,7 +69,7 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	g := New(cfg.Gateway)
 	lim := cfg.Limits.withDefaults()
 	guard := newGuard(g, lim, func(name string) (time.Duration, bool) {
-		f, ok := d.Lookup(name)
+		f, ok := g.Resolve(name)
 		return f.Timeout, ok
 	})
 	s := &Server{D: d, G: g, ln: ln, served: make(chan error, 1), ticks: make(chan struct{}), guard: guard,
@@ -173,6 +173,7 @@ func (s *Server) answerOpen() error {
 		time.AfterFunc(hurryGrace, cancel)
 	})
 	defer stop()
+	s.G.endExchanges()
 	err := s.guard.end(actx)
 	if err == nil {
 		// Handlers have returned: net/http flushes their answers and the

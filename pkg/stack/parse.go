@@ -16,8 +16,11 @@ import (
 const MaxFileSize = 4 << 20
 
 // The YAML shape. OpenFaaS build fields (lang, handler, build_args, …) are
-// accepted so a user's stack.yml parses unchanged; fields Gantry cannot honour
-// (secrets, environment_file) are errors rather than silently ignored.
+// accepted so a user's stack.yml parses unchanged; every deployment field
+// (namespace, secrets, limits, requests, constraints,
+// readonly_root_filesystem) reaches the function, and the backend honours
+// or refuses it. environment_file names files relative to the stack file
+// that faas-cli reads itself; Gantry refuses it rather than ignore it.
 type fileYAML struct {
 	Version       string                  `yaml:"version"`
 	Provider      providerYAML            `yaml:"provider"`
@@ -43,8 +46,8 @@ type functionYAML struct {
 	Secrets         []string          `yaml:"secrets"`
 	Labels          map[string]string `yaml:"labels"`
 	Annotations     map[string]string `yaml:"annotations"`
-	Limits          map[string]string `yaml:"limits"`
-	Requests        map[string]string `yaml:"requests"`
+	Limits          Resources         `yaml:"limits"`
+	Requests        Resources         `yaml:"requests"`
 	Constraints     []string          `yaml:"constraints"`
 	BuildArgs       map[string]string `yaml:"build_args"`
 	BuildOptions    []string          `yaml:"build_options"`
@@ -60,6 +63,7 @@ type functionYAML struct {
 	Timeout         string            `yaml:"timeout"`
 	ColdStart       string            `yaml:"cold_start"`
 	Kind            string            `yaml:"kind"`
+	Idempotent      bool              `yaml:"idempotent"`
 }
 
 type scaleYAML struct {
@@ -218,8 +222,8 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 	bad := func(format string, args ...any) (Function, error) {
 		return Function{}, fmt.Errorf("%w: function %q: %s", ErrInvalid, name, fmt.Sprintf(format, args...))
 	}
-	if len(y.Secrets) > 0 || len(y.EnvironmentFile) > 0 {
-		return bad("secrets and environment_file are not supported; put values in environment")
+	if len(y.EnvironmentFile) > 0 {
+		return bad("environment_file is not supported; put values in environment")
 	}
 	if y.FProcess != "" && y.Command != "" && y.FProcess != y.Command {
 		return bad("fprocess and command disagree; give one")
@@ -229,7 +233,9 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		Criticality: y.Criticality, MinScale: y.Scale.Min, MaxScale: y.Scale.Max,
 		Concurrency: y.Concurrency, SizeHeader: y.InputSize.Header,
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
-		MaxQueue: y.MaxQueue, Kind: y.Kind}
+		MaxQueue: y.MaxQueue, Kind: y.Kind, Namespace: y.Namespace, Secrets: y.Secrets,
+		Constraints: y.Constraints, Limits: y.Limits, Requests: y.Requests,
+		ReadOnlyRootFilesystem: y.ReadOnlyRootFS, Idempotent: y.Idempotent}
 	if y.InputSize.Sensitive != nil {
 		f.SizeSensitive = *y.InputSize.Sensitive
 	}

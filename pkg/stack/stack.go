@@ -90,6 +90,20 @@ type Function struct {
 	ColdStart time.Duration
 	// Kind is the Kubernetes object that holds the instances.
 	Kind string
+	// Idempotent says a request may run twice: the gateway then retries
+	// one an instance failed after receiving it on another instance;
+	// otherwise only a request never delivered is retried.
+	Idempotent bool
+	// Namespace is OpenFaaS's function namespace (DefaultNamespace when
+	// empty); the registry keys functions by Ref.
+	Namespace string
+	// Secrets, Constraints, Limits, Requests and ReadOnlyRootFilesystem
+	// are OpenFaaS's fields, kept as declared: the backend honours each
+	// or refuses the function.
+	Secrets                []string
+	Constraints            []string
+	Limits, Requests       Resources
+	ReadOnlyRootFilesystem bool
 	// Line is where the declaration starts in its stack file (0 over the API).
 	Line int
 }
@@ -129,6 +143,7 @@ func (f *Function) Defaults() {
 	setIfZero(&f.Timeout, DefaultTimeout)
 	setIfZero(&f.ColdStart, DefaultColdStart)
 	setIfZero(&f.Kind, KindRTResource)
+	setIfZero(&f.Namespace, DefaultNamespace)
 	if f.MaxScale == 0 {
 		f.MaxScale = max(DefaultMaxScale, f.MinScale)
 	}
@@ -173,6 +188,9 @@ func (f *Function) Validate() error {
 			return fmt.Errorf("%w: function %q: %s", ErrInvalid, f.Name, c.msg)
 		}
 	}
+	if err := f.validateOpenFaaS(); err != nil {
+		return fmt.Errorf("%w: function %q: %v", ErrInvalid, f.Name, err)
+	}
 	return nil
 }
 
@@ -190,10 +208,10 @@ func (s *Stack) Validate() error {
 		if err := f.Validate(); err != nil {
 			return err
 		}
-		if seen[f.Name] {
+		if seen[f.Ref()] {
 			return fmt.Errorf("%w: function %q declared twice", ErrInvalid, f.Name)
 		}
-		seen[f.Name] = true
+		seen[f.Ref()] = true
 	}
 	apps := map[string]bool{}
 	for _, a := range s.Apps {
@@ -244,6 +262,7 @@ const (
 	AnnotationMaxQueue    = "gantry.dev/max-queue"
 	AnnotationTimeout     = "gantry.dev/timeout"
 	AnnotationKind        = "gantry.dev/kind"
+	AnnotationIdempotent  = "gantry.dev/idempotent" // "true" or "false"
 	// AnnotationKnativeCriticality is the annotation PREEMPT-FaaS reads
 	// on Knative services; it sets the criticality too.
 	AnnotationKnativeCriticality = "autoscaling.knative.dev/application-criticality-level"
@@ -292,6 +311,13 @@ func (f *Function) applyMeta() error {
 	if v, ok := f.Annotations[AnnotationKind]; ok {
 		f.Kind = v
 	}
+	if v, ok := f.Annotations[AnnotationIdempotent]; ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w: function %q: %s=%q must be true or false", ErrInvalid, f.Name, AnnotationIdempotent, v)
+		}
+		f.Idempotent = b
+	}
 	if v, ok := f.Annotations[AnnotationSizeRange]; ok {
 		if _, err := fmt.Sscanf(v, "%g-%g", &f.MinSize, &f.MaxSize); err != nil {
 			return fmt.Errorf("%w: function %q: %s=%q must be MIN-MAX", ErrInvalid, f.Name, AnnotationSizeRange, v)
@@ -300,12 +326,23 @@ func (f *Function) applyMeta() error {
 	return nil
 }
 
-// FromAPI builds a function from the fields an OpenFaaS deployment request
-// carries: its command is envProcess, as OpenFaaS's watchdog runs fprocess,
-// and Gantry's own fields come from labels and annotations.
-func FromAPI(name, image, envProcess string, env, labels, annotations map[string]string) (Function, error) {
-	f := Function{Name: name, Image: image, Command: envProcess, Env: env, Labels: labels,
-		Annotations: annotations, SizeSensitive: true}
+// Deployment is what an OpenFaaS deployment request declares.
+type Deployment struct {
+	Service, Image, Namespace, EnvProcess string
+	EnvVars, Labels, Annotations          map[string]string
+	Secrets, Constraints                  []string
+	Limits, Requests                      Resources
+	ReadOnlyRootFilesystem                bool
+}
+
+// FromDeployment builds a function from an OpenFaaS deployment request:
+// its command is envProcess, as OpenFaaS's watchdog runs fprocess, and
+// Gantry's own fields come from labels and annotations.
+func FromDeployment(d Deployment) (Function, error) {
+	f := Function{Name: d.Service, Image: d.Image, Command: d.EnvProcess, Env: d.EnvVars, Labels: d.Labels,
+		Annotations: d.Annotations, SizeSensitive: true, Namespace: d.Namespace, Secrets: d.Secrets,
+		Constraints: d.Constraints, Limits: d.Limits, Requests: d.Requests,
+		ReadOnlyRootFilesystem: d.ReadOnlyRootFilesystem}
 	if err := f.applyMeta(); err != nil {
 		return Function{}, err
 	}

@@ -71,7 +71,7 @@ func TestParseErrorsNameTheFileAndLine(t *testing.T) {
 		{"undeclared", "functions:\n  f:\n    fprocess: x\napps:\n  a:\n    functions: [f, g]\n", "stack.yml:5:"},
 		{"scale", "functions:\n  f:\n    fprocess: x\n    scale: {min: 5, max: 2}\n", "stack.yml:2:"},
 		{"label", "functions:\n  f:\n    fprocess: x\n    labels: {com.openfaas.scale.max: lots}\n", "stack.yml:2:"},
-		{"secrets", "functions:\n  f:\n    fprocess: x\n    secrets: [s]\n", "not supported"},
+		{"environment_file", "functions:\n  f:\n    fprocess: x\n    environment_file: [e.yml]\n", "not supported"},
 		{"empty", "", "empty stack file"},
 		{"not yaml", "functions: [\n", "stack.yml: invalid declaration"},
 	}
@@ -96,18 +96,18 @@ func TestParseFileBoundsItsSize(t *testing.T) {
 }
 
 func TestFromAPIReadsAnnotations(t *testing.T) {
-	f, err := FromAPI("fn", "img", "cat", nil, map[string]string{LabelScaleMax: "4"},
-		map[string]string{AnnotationSLO: "300ms", AnnotationSizeRange: "1-100", AnnotationConcurrency: "2"})
+	f, err := FromDeployment(Deployment{Service: "fn", Image: "img", EnvProcess: "cat", Labels: map[string]string{LabelScaleMax: "4"},
+		Annotations: map[string]string{AnnotationSLO: "300ms", AnnotationSizeRange: "1-100", AnnotationConcurrency: "2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.MaxScale != 4 || f.SLO != 300*time.Millisecond || f.MinSize != 1 || f.MaxSize != 100 || f.Concurrency != 2 {
 		t.Fatalf("%+v", f)
 	}
-	if _, err := FromAPI("fn", "img", "", nil, nil, nil); err != nil {
+	if _, err := FromDeployment(Deployment{Service: "fn", Image: "img"}); err != nil {
 		t.Fatalf("image only must deploy (Kubernetes runs it): %v", err)
 	}
-	if _, err := FromAPI("fn", "", "", nil, nil, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := FromDeployment(Deployment{Service: "fn"}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("nothing to run: %v", err)
 	}
 }
@@ -128,4 +128,67 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned a stack that does not validate: %v", err)
 		}
 	})
+}
+
+// idempotent: true in the stack file and gantry.dev/idempotent over the
+// API both declare a function whose requests may run twice; anything but
+// a boolean is refused.
+func TestIdempotentFromTheStackAndTheAPI(t *testing.T) {
+	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: true\n  g:\n    fprocess: y\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Functions[0].Idempotent || s.Functions[1].Idempotent {
+		t.Fatalf("idempotent %v %v, want true false", s.Functions[0].Idempotent, s.Functions[1].Idempotent)
+	}
+	if _, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: maybe\n")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("idempotent: maybe: %v, want ErrInvalid", err)
+	}
+	f, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "true"}})
+	if err != nil || !f.Idempotent {
+		t.Fatalf("annotation true: %+v %v", f.Idempotent, err)
+	}
+	if _, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "yes please"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), AnnotationIdempotent) {
+		t.Fatalf("annotation yes please: %v, want ErrInvalid naming the annotation", err)
+	}
+}
+
+// OpenFaaS's deployment fields reach the function whole; bad quantities
+// and unknown resource keys are refused with the line.
+func TestParseKeepsOpenFaaSDeploymentFields(t *testing.T) {
+	s, err := Parse("stack.yml", []byte(`functions:
+  f:
+    fprocess: cat
+    namespace: staging
+    secrets: [db]
+    constraints: ["node.platform.os == linux"]
+    limits: {memory: 128Mi, cpu: 500m}
+    requests: {memory: 64Mi}
+    readonly_root_filesystem: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Functions[0]
+	if f.Namespace != "staging" || f.Ref() != "f.staging" || f.Qualified() != "f.staging" || len(f.Secrets) != 1 ||
+		len(f.Constraints) != 1 || f.Limits.Memory != "128Mi" || f.Limits.CPU != "500m" || f.Requests.Memory != "64Mi" ||
+		!f.ReadOnlyRootFilesystem || f.Limits.MemoryBytes() != 128<<20 {
+		t.Fatalf("%+v", f)
+	}
+	for _, bad := range []string{"limits: {memory: lots}", "limits: {disk: 1Gi}", "namespace: Bad_NS", "requests: {cpu: \"-1\"}"} {
+		if _, err := Parse("s.yml", []byte("functions:\n  f:\n    fprocess: cat\n    "+bad+"\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "s.yml:") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func TestRefsNameOneFunctionPerNamespace(t *testing.T) {
+	for in, want := range map[string]string{"f": "f", "f.openfaas-fn": "f", "f.staging": "f.staging"} {
+		if got := CanonicalRef(in); got != want {
+			t.Errorf("CanonicalRef(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if QualifiedRef("f") != "f.openfaas-fn" || QualifiedRef("f.staging") != "f.staging" {
+		t.Fatal("qualified names")
+	}
 }

@@ -231,6 +231,9 @@ func (b *Backend) Deploy(ctx context.Context, f stack.Function) error {
 	if err != nil {
 		return err
 	}
+	if err := refusal(f, b.ns); err != nil {
+		return err
+	}
 	b.declMu.RLock()
 	defer b.declMu.RUnlock()
 	if err := b.waitSynced(ctx); err != nil {

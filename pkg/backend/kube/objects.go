@@ -91,7 +91,7 @@ func podTemplate(f stack.Function, port int32) corev1.PodTemplateSpec {
 	if f.Command != "" {
 		c.Command = containerCommand(f.Command)
 	}
-	return corev1.PodTemplateSpec{
+	tpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: objectLabels(f), Annotations: objectAnnotations(f)},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{c},
@@ -100,6 +100,8 @@ func podTemplate(f stack.Function, port int32) corev1.PodTemplateSpec {
 			EnableServiceLinks: ptr.To(false),
 		},
 	}
+	applyFields(f, &tpl.Spec)
+	return tpl
 }
 
 // containerEnv is f.Env in key order (map order would change the template,

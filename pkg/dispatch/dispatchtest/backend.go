@@ -29,6 +29,8 @@ type Backend struct {
 	// mirrors hear of every instance that becomes ready or stops, as the
 	// followers of a scaled-out gateway do from their own backends.
 	mirrors []backend.Events
+	// failing holds the functions whose starts all fail, with the error.
+	failing map[string]error
 }
 
 // New returns a backend that makes every instance it starts ready at
@@ -56,12 +58,34 @@ func (b *Backend) Stop(inst backend.Instance) {
 func (b *Backend) Start(fn string, n int) {
 	b.mu.Lock()
 	b.starts[fn] += n
+	fail, failing := b.failing[fn]
 	b.mu.Unlock()
+	if failing {
+		for range n {
+			go b.ev.Failed(fn, fail)
+		}
+		return
+	}
 	if b.auto {
 		for range n {
 			go b.MakeReady(fn)
 		}
 	}
+}
+
+// FailStarts makes every later start of fn fail with err (nil: start
+// again as before).
+func (b *Backend) FailStarts(fn string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failing == nil {
+		b.failing = map[string]error{}
+	}
+	if err == nil {
+		delete(b.failing, fn)
+		return
+	}
+	b.failing[fn] = err
 }
 
 // Events is what the dispatcher attached, for a test to report to it.

@@ -1,0 +1,190 @@
+package gateway
+
+// Function namespaces, as OpenFaaS's API has them: /system/namespaces
+// lists them and /system/namespace/NAME creates (POST), reads (GET),
+// updates (PUT) and deletes (DELETE) one, with faas-provider's
+// FunctionNamespace as the body. The default namespace always exists; a
+// namespace that holds a function exists while it does (a stack file may
+// declare functions in any namespace); the others are the ones created
+// here. Functions are keyed by name and namespace in the dispatcher
+// (stack.Ref); this only decides which namespaces a deploy may name.
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+
+	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// MaxNamespaces bounds the namespaces created over the API.
+const MaxNamespaces = 1000
+
+// functionNamespace is faas-provider's types.FunctionNamespace.
+type functionNamespace struct {
+	Name        string            `json:"name"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+// namespaces holds the namespaces created over the API.
+type namespaces struct {
+	d *dispatch.Dispatcher
+	// mu guards created.
+	mu      sync.Mutex
+	created map[string]functionNamespace
+}
+
+func newNamespaces(d *dispatch.Dispatcher) *namespaces {
+	return &namespaces{d: d, created: map[string]functionNamespace{}}
+}
+
+// inUse is the namespaces that hold a function, with how many.
+func (n *namespaces) inUse() map[string]int {
+	out := map[string]int{}
+	for _, s := range n.d.Functions() {
+		out[s.Decl.NamespaceOrDefault()]++
+	}
+	return out
+}
+
+func (n *namespaces) exists(name string) bool {
+	n.mu.Lock()
+	_, ok := n.created[name]
+	n.mu.Unlock()
+	return ok || name == stack.DefaultNamespace || n.inUse()[name] > 0
+}
+
+func (n *namespaces) get(name string) (functionNamespace, bool) {
+	n.mu.Lock()
+	ns, ok := n.created[name]
+	n.mu.Unlock()
+	if ok {
+		return cloneNamespace(ns), true
+	}
+	if name == stack.DefaultNamespace || n.inUse()[name] > 0 {
+		return functionNamespace{Name: name}, true
+	}
+	return functionNamespace{}, false
+}
+
+func (n *namespaces) list() []string {
+	set := n.inUse()
+	set[stack.DefaultNamespace]++
+	n.mu.Lock()
+	for name := range n.created {
+		set[name]++
+	}
+	n.mu.Unlock()
+	return slices.Sorted(maps.Keys(set))
+}
+
+func cloneNamespace(ns functionNamespace) functionNamespace {
+	ns.Labels, ns.Annotations = maps.Clone(ns.Labels), maps.Clone(ns.Annotations)
+	return ns
+}
+
+func (g *Gateway) listNamespaces(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, g.ns.list())
+}
+
+func (g *Gateway) getNamespace(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ns, ok := g.ns.get(name)
+	if !ok {
+		http.Error(w, fmt.Sprintf("namespace %q not found", name), http.StatusNotFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, ns)
+}
+
+// createNamespace answers POST /system/namespace/ (the name in the body,
+// as faas-cli sends it) and POST /system/namespace/NAME.
+func (g *Gateway) createNamespace(w http.ResponseWriter, r *http.Request) {
+	ns, ok := g.readNamespace(w, r)
+	if !ok {
+		return
+	}
+	inUse := g.ns.inUse()
+	g.ns.mu.Lock()
+	defer g.ns.mu.Unlock()
+	if _, ok := g.ns.created[ns.Name]; ok || ns.Name == stack.DefaultNamespace || inUse[ns.Name] > 0 {
+		http.Error(w, fmt.Sprintf("namespace %q already exists", ns.Name), http.StatusConflict)
+		return
+	}
+	if len(g.ns.created) >= MaxNamespaces {
+		http.Error(w, fmt.Sprintf("this gateway already has %d namespaces, the most it takes", MaxNamespaces), http.StatusBadRequest)
+		return
+	}
+	g.ns.created[ns.Name] = ns
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (g *Gateway) updateNamespace(w http.ResponseWriter, r *http.Request) {
+	ns, ok := g.readNamespace(w, r)
+	if !ok {
+		return
+	}
+	if ns.Name == stack.DefaultNamespace {
+		http.Error(w, fmt.Sprintf("namespace %q is the default and keeps no labels or annotations", ns.Name), http.StatusBadRequest)
+		return
+	}
+	if !g.ns.exists(ns.Name) {
+		http.Error(w, fmt.Sprintf("namespace %q not found", ns.Name), http.StatusNotFound)
+		return
+	}
+	g.ns.mu.Lock()
+	g.ns.created[ns.Name] = ns
+	g.ns.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (g *Gateway) deleteNamespace(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	switch n := g.ns.inUse()[name]; {
+	case name == stack.DefaultNamespace:
+		http.Error(w, fmt.Sprintf("namespace %q is the default and cannot be deleted", name), http.StatusBadRequest)
+		return
+	case n > 0:
+		http.Error(w, fmt.Sprintf("namespace %q still holds %d functions; remove them first", name, n), http.StatusConflict)
+		return
+	}
+	g.ns.mu.Lock()
+	_, ok := g.ns.created[name]
+	delete(g.ns.created, name)
+	g.ns.mu.Unlock()
+	if !ok {
+		http.Error(w, fmt.Sprintf("namespace %q not found", name), http.StatusNotFound)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// readNamespace reads a FunctionNamespace body. The path's name and the
+// body's must agree; either may be left out.
+func (g *Gateway) readNamespace(w http.ResponseWriter, r *http.Request) (functionNamespace, bool) {
+	var ns functionNamespace
+	if !readJSONStrict(w, r, &ns) {
+		return ns, false
+	}
+	path := r.PathValue("name")
+	switch {
+	case ns.Name == "":
+		ns.Name = path
+	case path != "" && path != ns.Name:
+		http.Error(w, fmt.Sprintf("the body names namespace %q, the path %q", ns.Name, path), http.StatusBadRequest)
+		return ns, false
+	}
+	if err := stack.CheckName(ns.Name); err != nil {
+		http.Error(w, "namespace: "+err.Error(), http.StatusBadRequest)
+		return ns, false
+	}
+	if len(ns.Labels) > stack.MaxEnv || len(ns.Annotations) > stack.MaxEnv {
+		http.Error(w, fmt.Sprintf("at most %d labels and %d annotations", stack.MaxEnv, stack.MaxEnv), http.StatusBadRequest)
+		return ns, false
+	}
+	return ns, true
+}

@@ -1,0 +1,24 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// noRoute answers a request no route serves with the reason. A known path
+// asked with another method gets 405 from the mux before this; what lands
+// here is a path the gateway does not have.
+func (g *Gateway) noRoute(w http.ResponseWriter, r *http.Request) {
+	msg := fmt.Sprintf("no route %s %s on this gateway", r.Method, r.URL.Path)
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/system/"):
+		msg += "; its system routes are /system/functions, /system/function/NAME, /system/scale-function/NAME, " +
+			"/system/namespaces, /system/namespace/NAME, /system/apps, /system/info"
+	case strings.HasPrefix(r.URL.Path, "/async-function/"):
+		msg += "; asynchronous invocations are not served by this gateway: invoke /function/NAME synchronously"
+	default:
+		msg += "; functions are invoked at /function/NAME or /function/NAME.NAMESPACE"
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"error": msg})
+}
