@@ -152,6 +152,12 @@ func TestKilledServeLeavesNoInstanceProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gantry serve")
 	}
+	if os.Geteuid() != 0 {
+		// Without a PID namespace per instance, a grandchild that left
+		// the instance's process group outlives it (a restarted gateway
+		// stops it from its records, TestKeepRecordsStopsLeftovers...).
+		t.Skip("needs root: PID namespaces take what instances started down with them")
+	}
 	self, _ := os.Executable()
 	mark := strconv.FormatInt(time.Now().UnixNano(), 36)
 	stack := fmt.Sprintf(`functions:
