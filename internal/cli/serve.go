@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -37,6 +39,7 @@ type platformFlags struct {
 	maxBody      int64
 	drainTimeout time.Duration
 	instanceLogs bool
+	limits       gateway.Limits
 }
 
 func (f *platformFlags) register(cmd *cobra.Command) {
@@ -50,6 +53,11 @@ func (f *platformFlags) register(cmd *cobra.Command) {
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBody, "largest request or response body in bytes (413 past it)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long accepted requests may take to finish")
 	fs.BoolVar(&f.instanceLogs, "instance-logs", false, "copy the instances' stdout and stderr to stderr, prefixed with the instance")
+	fs.DurationVar(&f.limits.ReadHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send a request's headers")
+	fs.DurationVar(&f.limits.BodyIdle, "body-idle-timeout", 30*time.Second, "longest gap between two pieces of a request body (408 past it)")
+	fs.DurationVar(&f.limits.Body, "body-timeout", 0, "how long a client may take to send a whole request body (0: the function's timeout)")
+	fs.DurationVar(&f.limits.WriteExtra, "write-timeout-extra", 5*time.Second, "a client must take an answer within the function's timeout plus this, from its first byte")
+	fs.DurationVar(&f.limits.Idle, "keepalive-timeout", 90*time.Second, "how long an idle keep-alive connection stays open")
 }
 
 func (f *platformFlags) validate() error {
@@ -71,6 +79,23 @@ func (f *platformFlags) validate() error {
 		return usagef("--max-body must be in [1, %d], got %d", 1<<30, f.maxBody)
 	case f.drainTimeout <= 0 || f.drainTimeout > time.Hour:
 		return usagef("--drain-timeout must be in (0, 1h], got %v", f.drainTimeout)
+	}
+	for _, d := range []struct {
+		flag     string
+		v        time.Duration
+		zeroOK   bool
+		min, max time.Duration
+	}{
+		{"--read-header-timeout", f.limits.ReadHeader, false, 10 * time.Millisecond, 10 * time.Minute},
+		{"--body-idle-timeout", f.limits.BodyIdle, false, 10 * time.Millisecond, time.Hour},
+		{"--body-timeout", f.limits.Body, true, 10 * time.Millisecond, time.Hour},
+		{"--write-timeout-extra", f.limits.WriteExtra, false, 10 * time.Millisecond, time.Hour},
+		{"--keepalive-timeout", f.limits.Idle, false, 10 * time.Millisecond, 24 * time.Hour},
+	} {
+		if (d.v == 0 && d.zeroOK) || (d.v >= d.min && d.v <= d.max) {
+			continue
+		}
+		return usagef("%s must be in [%v, %v], got %v", d.flag, d.min, d.max, d.v)
 	}
 	return nil
 }
@@ -94,7 +119,7 @@ func (f *platformFlags) serverConfig(addr string, s *stack.Stack, logger *slog.L
 	return gateway.ServerConfig{Addr: addr, Stack: s, Backend: be,
 		Dispatch: dispatch.Config{Policy: f.policy, Capacity: f.capacity, Tick: f.tick, Window: f.window,
 			IdleTimeout: f.idleTimeout, Logger: logger},
-		Gateway: gateway.Config{MaxBody: f.maxBody, Logger: logger}}
+		Gateway: gateway.Config{MaxBody: f.maxBody, Logger: logger}, Limits: f.limits}
 }
 
 // backendFlags choose where serve runs instances: local processes (the
@@ -272,7 +297,22 @@ func newServeCmd() *cobra.Command {
 			case <-cmd.Context().Done():
 			case <-done:
 			}
-			logger.Info("draining", "timeout", pf.drainTimeout)
+			logger.Info("draining: a second signal stops at once", "timeout", pf.drainTimeout)
+			// The first signal drains; a second cuts the drain short. Open
+			// requests are answered either way.
+			again := make(chan os.Signal, 1)
+			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(again)
+			drained := make(chan struct{})
+			defer close(drained)
+			go func() {
+				select {
+				case <-again:
+					logger.Info("second signal: answering open requests and stopping now")
+					srv.Hurry()
+				case <-drained:
+				}
+			}()
 			dctx, cancel := context.WithTimeout(context.Background(), pf.drainTimeout)
 			defer cancel()
 			err = srv.Shutdown(dctx)

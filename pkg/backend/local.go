@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"gantry.dev/gantry/pkg/childproc"
 	"gantry.dev/gantry/pkg/ctxtime"
 	"gantry.dev/gantry/pkg/stack"
 )
@@ -55,12 +56,14 @@ type Local struct {
 	ctx context.Context // cancelled by Close: aborts pending starts
 	end context.CancelFunc
 
-	mu    sync.Mutex // guards fns, procs, seq
+	mu    sync.Mutex // guards fns, procs, seq, recDir
 	fns   map[string]stack.Function
 	procs map[string]*proc
 	seq   int64
-	wg    sync.WaitGroup
-	hook  InstanceHook // hooks.go
+	// recDir is where instance records go ("": none are kept).
+	recDir string
+	wg     sync.WaitGroup
+	hook   InstanceHook // hooks.go
 }
 
 type proc struct {
@@ -68,6 +71,8 @@ type proc struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	stopped bool
+	// isolated: the instance is the init of its own PID namespace.
+	isolated bool
 	// stderr keeps the last lines the instance wrote there (its exit
 	// reason quotes them).
 	stderr tail
@@ -193,15 +198,17 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	if err != nil {
 		return nil, fmt.Errorf("instance %s: %w", id, err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", l.command(f.Command))
+	cmd := l.commandFor(f.Command)
 	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "GANTRY_FUNCTION_NAME="+f.Name)
 	for k, v := range f.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Env = append(cmd.Env, prep.Env...)
 	// Its own process group, so stopping an instance also stops whatever
-	// its shell started.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// it started; a parent-death signal, so it dies with the gateway
+	// however the gateway dies; and its own PID namespace where allowed,
+	// so that everything it started dies with it (childproc).
+	cmd.SysProcAttr = childproc.Attr()
 	var w io.Writer = &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
 	if prep.Output != nil {
 		w = io.MultiWriter(w, prep.Output)
@@ -209,27 +216,116 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	p := &proc{inst: Instance{ID: id, Function: f.Ref(), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		cmd: cmd, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = w, io.MultiWriter(w, &p.stderr)
-	// A child that outlives its shell would hold the output pipe open and
-	// Wait with it; past this delay Wait returns anyway.
+	// A child that outlives the instance would hold the output pipe open
+	// and Wait with it; past this delay Wait returns anyway.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	isolated, err := childproc.StartIsolated(cmd)
+	if err != nil {
 		prep.done()
 		return nil, fmt.Errorf("start %q: %w", f.Command, err)
 	}
+	p.isolated = isolated
 	if prep.Started != nil {
 		prep.Started(cmd.Process.Pid)
 	}
+	rec := l.record(p)
 	l.mu.Lock()
 	l.procs[id] = p
 	l.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
-		// Whatever the instance's shell started goes with it.
+		// Whatever the instance started goes with it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		l.unrecord(rec)
 		prep.done()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// commandFor is how an instance's command line runs. A line of plain words
+// is exec'd as it is; one that needs a shell runs under /bin/sh -c, with
+// "exec" in front when it is one simple command, so that the shell becomes
+// the command instead of forking it (dash forks otherwise), and signals and
+// the parent-death signal reach the command itself.
+func (l *Local) commandFor(line string) *exec.Cmd {
+	if argv, ok := plainWords(line); ok && len(argv) > 0 {
+		if argv[0] == "gantry" {
+			argv[0] = l.cfg.Self
+		}
+		path, err := exec.LookPath(argv[0])
+		if err == nil {
+			cmd := exec.Command(path, argv[1:]...)
+			cmd.Args[0] = argv[0]
+			return cmd
+		}
+		// Not a program (a shell builtin, or missing): the shell runs
+		// it, or says what is wrong.
+		return exec.Command("/bin/sh", "-c", l.command(line))
+	}
+	line = l.command(line)
+	if simpleCommand(line) {
+		line = "exec " + line
+	}
+	return exec.Command("/bin/sh", "-c", line)
+}
+
+// plainWords splits a line that needs no shell: words of ordinary
+// characters, or quoted with single quotes. Anything a shell would expand
+// or interpret makes ok false.
+func plainWords(line string) (words []string, ok bool) {
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == ' ' || c == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case c == '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, false
+			}
+			cur.WriteString(line[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case plainByte(c):
+			cur.WriteByte(c)
+			inWord = true
+		default:
+			return nil, false
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	// A leading NAME=value is an assignment to the shell.
+	if len(words) > 0 && strings.Contains(words[0], "=") {
+		return nil, false
+	}
+	return words, true
+}
+
+func plainByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./:,@%+=", c) >= 0
+}
+
+// simpleCommand reports whether a shell line is one command that "exec"
+// may prefix: no operators, groups, substitutions or leading assignment.
+func simpleCommand(line string) bool {
+	if strings.ContainsAny(line, ";&|()`{}\n<>") || strings.Contains(line, "$(") {
+		return false
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+	switch first {
+	case "", "if", "while", "until", "for", "case", "!", "exec":
+		return false
+	}
+	return !strings.Contains(first, "=")
 }
 
 // command replaces a leading "gantry" with this binary, so stack files can
@@ -286,7 +382,7 @@ func (l *Local) Stop(inst Instance) {
 	if !ok {
 		return
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	l.terminate(p)
 	go func() {
 		select {
 		case <-p.exited:
@@ -294,6 +390,16 @@ func (l *Local) Stop(inst Instance) {
 			l.kill(p)
 		}
 	}()
+}
+
+// terminate asks an instance and everything it started to stop. A
+// namespace's init gets SIGTERM only if it handles it; one that does not
+// would have died of it outside the namespace, so it gets SIGKILL now.
+func (l *Local) terminate(p *proc) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	if p.isolated && !childproc.Catches(p.cmd.Process.Pid, syscall.SIGTERM) {
+		l.kill(p)
+	}
 }
 
 func (l *Local) kill(p *proc) { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
@@ -316,7 +422,7 @@ func (l *Local) Close(ctx context.Context) error {
 	}
 	l.mu.Unlock()
 	for _, p := range all {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		l.terminate(p)
 	}
 	done := make(chan struct{})
 	go func() { l.wg.Wait(); close(done) }()

@@ -3,6 +3,7 @@
 package childproc
 
 import (
+	"errors"
 	"os/exec"
 	"syscall"
 )
@@ -14,3 +15,15 @@ func Attr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 // Start starts cmd; without a parent-death signal the forking thread does
 // not matter.
 func Start(cmd *exec.Cmd) error { return cmd.Start() }
+
+// StartIsolated is Start: PID namespaces are Linux's.
+func StartIsolated(cmd *exec.Cmd) (bool, error) { return false, Start(cmd) }
+
+// Catches is true: elsewhere a child gets every signal.
+func Catches(int, syscall.Signal) bool { return true }
+
+// StartTime is unknown outside Linux.
+func StartTime(int) (uint64, error) { return 0, errors.New("process start times need Linux's /proc") }
+
+// Alive is unknown outside Linux: false, so nothing is signalled on a guess.
+func Alive(int) bool { return false }

@@ -177,6 +177,9 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fai
 		if errors.As(err, &tooBig) {
 			return nil, &failure{http.StatusRequestEntityTooLarge, "too_large", fmt.Errorf("body over the limit of %d bytes", g.cfg.MaxBody)}
 		}
+		if f := bodyFailure(err); f != nil {
+			return nil, f
+		}
 		return nil, &failure{http.StatusBadRequest, "bad_request", fmt.Errorf("reading the body: %v", err)}
 	}
 	return body, nil
@@ -253,6 +256,9 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 }
 
 func acquireFailure(ctx context.Context, err error) *failure {
+	if f := drainFailure(ctx, false); f != nil {
+		return f
+	}
 	switch {
 	case ctx.Err() != nil:
 		return &failure{499, "canceled", err}
@@ -303,7 +309,9 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 		return res, nil, nil
 	case g.abort.Err() != nil:
 		lease.Abandon()
-		return nil, nil, &failure{http.StatusServiceUnavailable, "unavailable", errors.New("the gateway is shutting down")}
+		// Only a shutdown aborts: the drain's answer (guard.go).
+		var dial *errDial
+		return nil, nil, drainAnswer(!errors.As(err, &dial))
 	case errors.Is(err, errTooLarge):
 		lease.Release(exec, float64(g.cfg.MaxBody))
 		return nil, nil, &failure{http.StatusBadGateway, "too_large", err}
@@ -403,6 +411,7 @@ func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
 
 // count counts and logs a request the gateway answers itself.
 func (g *Gateway) count(w http.ResponseWriter, name string, f *failure) {
+	failHeaders(w.Header(), f)
 	if wait, ok := retryAfter(f); ok {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 	}
