@@ -187,9 +187,18 @@ func CleanupNetwork(dir string) error {
 	if err != nil || index < 0 || index >= 1<<(24-routedSpace.Bits()) {
 		return fmt.Errorf("processnode: %s: bad network record %q", dir, data)
 	}
-	lock, ok, err := lockPrefix(addressLockDir(), prefixAt(routedSpace, index))
-	if err != nil {
-		return err
+	// A killed node's claim may outlive its main thread by a moment (its
+	// other threads still close its files), so the claim gets a few
+	// seconds to go; a live node keeps it and its network.
+	var lock *os.File
+	ok := false
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if lock, ok, err = lockPrefix(addressLockDir(), prefixAt(routedSpace, index)); err != nil {
+			return err
+		}
+		if ok || time.Now().After(deadline) {
+			break
+		}
 	}
 	if ok {
 		removeNetwork(index)
