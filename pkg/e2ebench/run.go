@@ -30,8 +30,8 @@ import (
 )
 
 // ErrNotRouted is returned when the process node's pod addresses are
-// loopback ones, which EndpointSlices refuse: this process could not add
-// the local route for 198.18.0.0/15 (CAP_NET_ADMIN and iproute2).
+// loopback ones, which EndpointSlices refuse: this process could not make
+// the pods' network namespaces (CAP_NET_ADMIN and CAP_SYS_ADMIN, iproute2).
 var ErrNotRouted = errors.New("the process node's pod addresses are not routable")
 
 // functionName is the critical function's name.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gantry.dev/gantry/pkg/processnode"
 )
 
 // The files of a detached cluster, besides Start's, in its folder.
@@ -159,18 +161,41 @@ func Serve(ctx context.Context, opts Options) error {
 	return c.Stop()
 }
 
-// Down stops the detached cluster in dir (SIGTERM, SIGKILL after 30 s) and
-// removes dir.
+// Down stops the detached cluster in dir (SIGTERM, SIGKILL after 30 s),
+// removes the pod networks of its process nodes if a killed or crashed
+// cluster left them (namespaces, links, routes), and removes dir.
 func Down(dir string) error {
 	if !fileExists(filepath.Join(dir, pidFile)) {
 		return fmt.Errorf("no cluster in %s (no %s)", dir, pidFile)
 	}
+	var err error
 	if pid, ok := runningPid(dir); ok {
-		if err := stopPid(pid, dir); err != nil {
-			return err
+		err = stopPid(pid, dir)
+		// Killed, it may take a moment to go; its nodes' networks are
+		// removed once it has.
+		for deadline := time.Now().Add(5 * time.Second); processAlive(pid); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return err
+			}
 		}
 	}
-	return os.RemoveAll(dir)
+	return errors.Join(err, cleanupNetworks(dir), os.RemoveAll(dir))
+}
+
+// cleanupNetworks removes what the process nodes under dir left of their
+// pod networks; a node that stopped cleanly left nothing.
+func cleanupNetworks(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs error
+	for _, e := range entries {
+		if e.IsDir() {
+			errs = errors.Join(errs, processnode.CleanupNetwork(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errs
 }
 
 func stopPid(pid int, dir string) error {

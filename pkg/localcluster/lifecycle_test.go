@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -167,5 +169,80 @@ func TestUpQuotesTheLogOfAServeProcessThatDies(t *testing.T) {
 	_, err := Up(t.Context(), Options{Dir: dir}, argv, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "serve failed: boom") || !strings.Contains(err.Error(), "cluster.log") {
 		t.Fatalf("Up = %v, want an error quoting cluster.log", err)
+	}
+}
+
+// A cluster killed outright (no chance to stop its process nodes) leaves
+// its pods' network namespaces, veth pairs and bridge behind; Down removes
+// them.
+func TestDownAfterAKillLeavesNoPodNetwork(t *testing.T) {
+	requireBinaries(t)
+	if os.Geteuid() != 0 {
+		t.Skip("pod network namespaces need root")
+	}
+	t.Setenv(serveEnv, "1")
+	t.Setenv(serveProcessNodeEnv, "1")
+	dir := filepath.Join(t.TempDir(), "cluster")
+	kubeconfig, err := Up(t.Context(), Options{Dir: dir, Nodes: 0, ProcessNodes: 1, Scheduler: true, ControllerManager: true},
+		[]string{os.Args[0], dir}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Down(dir)
+	record, err := os.ReadFile(filepath.Join(dir, ProcessNodeName(0), "network"))
+	if err != nil {
+		t.Fatalf("the process node recorded no pod network: %v", err)
+	}
+	index := strings.TrimSpace(string(record))
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(cfg)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "sleeper", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: ProcessNodeName(0), Containers: []corev1.Container{{
+			Name: "c", Image: "example.invalid/sleep:1", Command: []string{"sleep", "1000"}}}}}
+	if _, err := kc.CoreV1().Pods("default").Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ours := func() []string {
+		var left []string
+		if entries, err := os.ReadDir("/run/netns"); err == nil {
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), "gantry-"+index+"-") {
+					left = append(left, e.Name())
+				}
+			}
+		}
+		ifs, err := net.Interfaces()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ifc := range ifs {
+			if ifc.Name == "gantry"+index || strings.HasPrefix(ifc.Name, "gpod"+index+"-") {
+				left = append(left, ifc.Name)
+			}
+		}
+		return left
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(ours()) < 3 { // the bridge, the pod's namespace and its veth
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod's network did not appear within 60 s: %v", ours())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pid, ok := runningPid(dir)
+	if !ok {
+		t.Fatal("the cluster does not run")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(dir); err != nil {
+		t.Fatal(err)
+	}
+	if left := ours(); len(left) > 0 {
+		t.Errorf("left behind after Down: %v", left)
 	}
 }

@@ -13,6 +13,10 @@ import (
 // TestUpEnvDown, with the cluster folder as its last argument.
 const serveEnv = "GANTRY_LOCALCLUSTER_TEST_SERVE"
 
+// serveProcessNodeEnv gives the cluster serveEnv runs one process node and
+// no kwok node.
+const serveProcessNodeEnv = "GANTRY_LOCALCLUSTER_TEST_PROCESS_NODE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) != "" {
 		os.Exit(serveForTest(os.Args[len(os.Args)-1]))
@@ -23,7 +27,11 @@ func TestMain(m *testing.M) {
 func serveForTest(dir string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := Serve(ctx, Options{Dir: dir}); err != nil {
+	opts := Options{Dir: dir}
+	if os.Getenv(serveProcessNodeEnv) != "" {
+		opts.Nodes, opts.ProcessNodes, opts.Scheduler, opts.ControllerManager = 0, 1, true, true
+	}
+	if err := Serve(ctx, opts); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
+	"strconv"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -100,6 +102,7 @@ func (c *Cluster) startProcessNodes(ctx context.Context) error {
 			Name: name, Client: client, Dir: c.path(name),
 			Programs: c.opts.Programs, Images: c.opts.Images, MaxPods: c.opts.NodePods,
 			TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(logf, nil)),
+			APIServer: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports.apiserver)),
 		})
 		if err != nil {
 			logf.Close()

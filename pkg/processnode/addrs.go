@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 )
@@ -13,14 +14,13 @@ import (
 // ErrNoAddress is returned when every pod address of a node is taken.
 var ErrNoAddress = errors.New("processnode: no free pod address")
 
-// Where pod addresses come from. Every address of 127.0.0.0/8 is the
-// loopback interface's on Linux, so a pod can listen on one without any
-// network setup; but the API server refuses loopback addresses in
-// EndpointSlices, so the EndpointSlice controller cannot publish them.
-// 198.18.0.0/15, the range RFC 2544 sets aside for benchmarks, is made
-// local the same way by one route ("ip route replace local
-// 198.18.X.0/24 dev lo", which needs CAP_NET_ADMIN), and its addresses
-// are valid endpoints.
+// Where pod addresses come from. The API server refuses loopback addresses
+// in EndpointSlices, so pods get addresses of 198.18.0.0/15, the range RFC
+// 2544 sets aside for benchmarks, each in a network namespace of its own
+// on a bridge of the node's (podNet; it needs CAP_NET_ADMIN). Without the
+// privilege, pods share the host's network on addresses of 127.64.0.0/10,
+// which are the loopback interface's on Linux with no setup at all, but
+// which the EndpointSlice controller cannot publish.
 var (
 	loopback      = netip.MustParsePrefix("127.0.0.0/8")
 	loopbackSpace = netip.MustParsePrefix("127.64.0.0/10")
@@ -38,8 +38,9 @@ type addrPool struct {
 
 // newAddrPool offers at most size host addresses of prefix, an IPv4
 // prefix of /8 or longer that is local to this machine. The prefix's first
-// and last addresses and 127.0.0.1 are never offered.
-func newAddrPool(prefix netip.Prefix, size int) (*addrPool, error) {
+// and last addresses, 127.0.0.1 and the addresses in reserved are never
+// offered.
+func newAddrPool(prefix netip.Prefix, size int, reserved ...netip.Addr) (*addrPool, error) {
 	prefix = prefix.Masked()
 	if !prefix.Addr().Is4() || prefix.Bits() < 8 {
 		return nil, fmt.Errorf("processnode: pod addresses %s: want an IPv4 prefix of /8 or longer", prefix)
@@ -51,7 +52,7 @@ func newAddrPool(prefix netip.Prefix, size int) (*addrPool, error) {
 	first := prefix.Addr()
 	last := lastAddr(prefix)
 	for a := first.Next(); a.IsValid() && a.Less(last) && len(p.free) < size; a = a.Next() {
-		if a != netip.MustParseAddr("127.0.0.1") {
+		if a != netip.MustParseAddr("127.0.0.1") && !slices.Contains(reserved, a) {
 			p.free = append(p.free, a)
 		}
 	}
@@ -105,22 +106,41 @@ func (p *addrPool) used() int {
 // open (or the process), so nodes in concurrent test binaries never share
 // an address, and a crashed node's /24 is free again at once.
 func claimPrefix(dir string, space netip.Prefix) (netip.Prefix, *os.File, error) {
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return netip.Prefix{}, nil, err
-	}
-	n := 1 << (24 - space.Bits())
-	base := space.Addr().As4()
-	for i := range n {
-		a := netip.AddrFrom4([4]byte{base[0], base[1] + byte(i>>8), byte(i), 0})
-		prefix := netip.PrefixFrom(a, 24)
-		f, err := os.OpenFile(filepath.Join(dir, a.String()+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	for i := range 1 << (24 - space.Bits()) {
+		prefix := prefixAt(space, i)
+		f, ok, err := lockPrefix(dir, prefix)
 		if err != nil {
 			return netip.Prefix{}, nil, err
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		if ok {
 			return prefix, f, nil
 		}
-		f.Close()
 	}
 	return netip.Prefix{}, nil, fmt.Errorf("%w: every /24 of %s is claimed by another node", ErrNoAddress, space)
 }
+
+// prefixAt is the i-th /24 of space.
+func prefixAt(space netip.Prefix, i int) netip.Prefix {
+	base := space.Addr().As4()
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{base[0], base[1] + byte(i>>8), byte(i), 0}), 24)
+}
+
+// lockPrefix tries to take prefix's lock file in dir; ok is false when
+// another node holds it.
+func lockPrefix(dir string, prefix netip.Prefix) (*os.File, bool, error) {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, prefix.Addr().String()+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false, nil
+	}
+	return f, true, nil
+}
+
+// addressLockDir holds the nodes' claims on their /24s.
+func addressLockDir() string { return filepath.Join(os.TempDir(), "gantry-processnode-addresses") }

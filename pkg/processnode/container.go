@@ -226,6 +226,13 @@ func (c *container) start(argv []string, path string, lg *runLog) (*exec.Cmd, *o
 		return nil, nil, err
 	}
 	defer devnull.Close()
+	if ns := c.r.netns; ns != "" {
+		if path, argv, err = netnsArgv(ns, path, argv); err != nil {
+			pr.Close()
+			pw.Close()
+			return nil, nil, err
+		}
+	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Env: c.env, Dir: c.workDir(),
 		Stdin: devnull, Stdout: pw, Stderr: pw, SysProcAttr: childproc.Attr()}
 	err = startCmd(cmd)
@@ -297,7 +304,7 @@ func ptrBool(b bool) *bool { return &b }
 // liveness verdict asks the run to kill the program through kill.
 func (c *container) probe(ctx context.Context, kill chan<- string) {
 	r := c.r
-	t := probeTarget{ip: r.ipString(), ports: c.spec.Ports, env: c.env, dir: c.workDir()}
+	t := probeTarget{ip: r.ipString(), ports: c.spec.Ports, env: c.env, dir: c.workDir(), netns: r.netns}
 	if sp := c.spec.StartupProbe; sp != nil {
 		ok, err := probeUntilVerdict(ctx, sp, t)
 		if ctx.Err() != nil {

@@ -7,10 +7,15 @@
 //
 // Each pod gets an address of its own as its pod IP, and a folder of its
 // own, its working directory and $HOME. The addresses are a /24 of
-// 198.18.0.0/15 that the node makes local with one route (as 127.0.0.0/8
-// is; it needs CAP_NET_ADMIN), since the API server refuses loopback
-// addresses in EndpointSlices; without the privilege, a /24 of
-// 127.64.0.0/10. Each container is one process group:
+// 198.18.0.0/15, since the API server refuses loopback addresses in
+// EndpointSlices: each pod has a network namespace of its own, joined by a
+// veth pair to a bridge the node makes on the host, which holds the /24's
+// first address (the pods' host IP). The namespaces route the /24 and the
+// Service range and nothing else, so no packet of a pod leaves the
+// machine (see podNet; it needs CAP_NET_ADMIN and CAP_SYS_ADMIN, and
+// iproute2). Without the privilege, pods share the host's network on a /24
+// of 127.64.0.0/10. Each container is one process group, run in its pod's
+// namespace:
 //
 //   - The program is the container's command and args, as Kubernetes
 //     defines them. Images are never pulled: a container without a command
@@ -54,6 +59,7 @@
 // the kubelet API's port; virtual-kubelet then renews its lease. The node
 // is labelled type=process, so a nodeSelector can pick it beside kwok's
 // type=kwok nodes. Nodes on one machine claim different /24s by a lock file
-// each, so concurrent clusters never share a pod address. Stop stops every
-// pod within ShutdownGrace (500 ms) and removes the route.
+// each, so concurrent clusters never share a pod address or a bridge. Stop
+// stops every pod within ShutdownGrace (500 ms) and removes the namespaces
+// and the bridge; CleanupNetwork removes what a killed node left.
 package processnode

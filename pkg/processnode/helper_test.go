@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -62,6 +64,10 @@ func helperMain(mode string) {
 	if mode == "exit" {
 		code, _ := strconv.Atoi(os.Getenv("EXIT_CODE"))
 		os.Exit(code)
+	}
+	if mode == "dial" {
+		dialMain()
+		return
 	}
 	if os.Getenv("CHILD") == "1" {
 		child := exec.Command("sleep", "1000")
@@ -122,6 +128,12 @@ type testNode struct {
 
 func newTestNode(t *testing.T, maxPods int) *testNode {
 	t.Helper()
+	return newTestNodeOn(t, maxPods, nil)
+}
+
+// newTestNodeOn is newTestNode whose pods get namespaces on pn, when not nil.
+func newTestNodeOn(t *testing.T, maxPods int, pn *podNet) *testNode {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -134,11 +146,19 @@ func newTestNode(t *testing.T, maxPods int) *testNode {
 	if err := os.Symlink(self, filepath.Join(bin, "helper")); err != nil {
 		t.Fatal(err)
 	}
-	prefix, lock, err := claimPrefix(filepath.Join(os.TempDir(), "gantry-processnode-addresses"), loopbackSpace)
-	if err != nil {
-		t.Fatal(err)
+	hostIP := HostIP
+	var addrs *addrPool
+	var lock *os.File
+	if pn != nil {
+		hostIP = pn.gateway.String()
+		addrs, err = newAddrPool(pn.prefix, maxPods, pn.gateway)
+	} else {
+		var prefix netip.Prefix
+		if prefix, lock, err = claimPrefix(addressLockDir(), loopbackSpace); err != nil {
+			t.Fatal(err)
+		}
+		addrs, err = newAddrPool(prefix, maxPods)
 	}
-	addrs, err := newAddrPool(prefix, maxPods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +166,7 @@ func newTestNode(t *testing.T, maxPods int) *testNode {
 	f := informers.NewSharedInformerFactory(client, 0)
 	tn := &testNode{lock: lock, statuses: map[string][]*corev1.Pod{}, changed: make(chan struct{})}
 	tn.p = newProvider(providerConfig{
-		HostIP: HostIP, Dir: dir, BinDir: bin, BasePath: "/usr/bin:/bin",
+		HostIP: hostIP, Dir: dir, BinDir: bin, BasePath: "/usr/bin:/bin", Net: pn,
 		Images:      map[string][]string{"example/helper:1": {"helper"}},
 		MaxLogBytes: 1 << 20, BackoffMin: 100 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		BackoffReset: time.Minute, ShutdownGrace: 300 * time.Millisecond,
@@ -169,7 +189,9 @@ func newTestNode(t *testing.T, maxPods int) *testNode {
 			t.Error("Close did not return within 5 s")
 		}
 		cancel()
-		lock.Close()
+		if lock != nil {
+			lock.Close()
+		}
 	})
 	return tn
 }
@@ -318,4 +340,39 @@ func containerPid(t *testing.T, p *corev1.Pod) int {
 		t.Fatalf("container ID %q", id)
 	}
 	return pid
+}
+
+// dialMain waits until $HOME/go exists, then dials each address of $DIAL
+// (comma-separated host:port) at once and prints one line each: "dial
+// ADDR: ok" or "dial ADDR: ERROR".
+func dialMain() {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(os.Getenv("HOME"), "go")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Println("no go file")
+			os.Exit(2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	addrs := strings.Split(os.Getenv("DIAL"), ",")
+	out := make([]string, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Go(func() {
+			conn, err := net.DialTimeout("tcp", a, 10*time.Second)
+			if err != nil {
+				out[i] = fmt.Sprintf("dial %s: %v", a, err)
+				return
+			}
+			conn.Close()
+			out[i] = fmt.Sprintf("dial %s: ok", a)
+		})
+	}
+	wg.Wait()
+	for _, l := range out {
+		fmt.Println(l)
+	}
 }

@@ -59,11 +59,23 @@ type Config struct {
 	// no command (the image's entrypoint): {"registry/echo:1": {"gantry",
 	// "fn", "echo"}}. A container with neither fails to start.
 	Images map[string][]string
-	// Addresses is the prefix the pods' addresses come from; it must be
-	// local already. Default: a /24 no other node on the machine holds
-	// (claimed with a lock file in the temp folder), of 198.18.0.0/15 made
-	// local by a route when the process may add one, else of 127.64.0.0/10.
+	// Addresses is the prefix the pods' addresses come from; when set, it
+	// must be local already and pods share the host's network. Default: a
+	// /24 no other node on the machine holds (claimed with a lock file in
+	// the temp folder) of 198.18.0.0/15, each pod in a network namespace
+	// of its own on the node's bridge, when the process may create them
+	// (CAP_NET_ADMIN and CAP_SYS_ADMIN, iproute2), else of 127.64.0.0/10.
 	Addresses netip.Prefix
+	// ServiceRange is the control plane's Service range, which the pods'
+	// namespaces route onto the node's bridge, so a dial to a ClusterIP
+	// never leaves the machine (default DefaultServiceRange).
+	ServiceRange netip.Prefix
+	// APIServer is the API server's address on the host's loopback
+	// (host:port). When set and the pods have namespaces, the node relays
+	// the bridge address's same port to it, so pods reach the API server
+	// at their host IP (APIServerForPods), verifying it by the name
+	// "kubernetes".
+	APIServer string
 	// MaxPods is the node's pod capacity and the most addresses it hands
 	// out (default 110, a kubelet's; at most the prefix's host addresses).
 	MaxPods int
@@ -139,6 +151,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 500 * time.Millisecond
 	}
+	if !c.ServiceRange.IsValid() {
+		c.ServiceRange = DefaultServiceRange
+	}
 	if c.Workers <= 0 {
 		c.Workers = 4
 	}
@@ -164,7 +179,8 @@ type Node struct {
 	srv      *http.Server
 	lock     *os.File // holds the claim on the address prefix
 	prefix   netip.Prefix
-	route    netip.Prefix // the local route the node added, if any
+	net      *podNet // the pods' bridge and namespaces, if the node made them
+	relay    *apiRelay
 	ownsDir  bool
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -227,9 +243,21 @@ func (n *Node) setup() error {
 		}
 	}
 	n.prefix = prefix
-	addrs, err := newAddrPool(prefix, cfg.MaxPods)
+	hostIP := HostIP
+	var reserved []netip.Addr
+	if n.net != nil {
+		// The pods reach their host at the bridge's address.
+		hostIP = n.net.gateway.String()
+		reserved = append(reserved, n.net.gateway)
+	}
+	addrs, err := newAddrPool(prefix, cfg.MaxPods, reserved...)
 	if err != nil {
 		return err
+	}
+	if n.net != nil && cfg.APIServer != "" {
+		if n.relay, err = startAPIRelay(hostIP, cfg.APIServer, cfg.Logger); err != nil {
+			return fmt.Errorf("processnode: API server relay: %w", err)
+		}
 	}
 	port := 0
 	var ln net.Listener
@@ -242,7 +270,7 @@ func (n *Node) setup() error {
 	spec := n.nodeSpec(port, min(cfg.MaxPods, len(addrs.free)))
 	newProv := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 		n.prov = newProvider(providerConfig{
-			HostIP: HostIP, Dir: cfg.Dir, BinDir: binDir,
+			HostIP: hostIP, Dir: cfg.Dir, BinDir: binDir, Net: n.net,
 			BasePath: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			Images:   cfg.Images, MaxLogBytes: cfg.MaxLogBytes,
 			BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, BackoffReset: 10 * time.Minute,
@@ -283,23 +311,23 @@ func (n *Node) setup() error {
 }
 
 // claimAddresses claims a /24 no other node on the machine uses: of
-// 198.18.0.0/15 made local by a route when this process may add one, so
-// the pods' addresses can be EndpointSlice endpoints; else of
-// 127.64.0.0/10, which needs no privilege but which the API server refuses
-// in EndpointSlices.
+// 198.18.0.0/15 with the node's bridge and a namespace per pod when this
+// process may create them, so the pods' addresses can be EndpointSlice
+// endpoints; else of 127.64.0.0/10, which needs no privilege but which the
+// API server refuses in EndpointSlices.
 func (n *Node) claimAddresses() (netip.Prefix, error) {
-	dir := filepath.Join(os.TempDir(), "gantry-processnode-addresses")
+	dir := addressLockDir()
 	prefix, lock, err := claimPrefix(dir, routedSpace)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	rerr := addLocalRoute(prefix)
-	if rerr == nil {
-		n.lock, n.route = lock, prefix
+	pn, nerr := setupPodNet(prefix, n.cfg.ServiceRange, n.cfg.Dir)
+	if nerr == nil {
+		n.lock, n.net = lock, pn
 		return prefix, nil
 	}
 	lock.Close()
-	n.cfg.Logger.Warn("pods get loopback addresses, which EndpointSlices refuse: no local route for "+routedSpace.String(), "err", rerr)
+	n.cfg.Logger.Warn("pods share the host's network on loopback addresses, which EndpointSlices refuse: no pod network namespaces", "err", nerr)
 	prefix, n.lock, err = claimPrefix(dir, loopbackSpace)
 	return prefix, err
 }
@@ -309,7 +337,32 @@ func (n *Node) Addresses() netip.Prefix { return n.prefix }
 
 // Routed reports whether the pods' addresses are outside 127.0.0.0/8, so
 // the EndpointSlice controller can publish them.
+//
+// With the default Addresses, it also means each pod has a network
+// namespace of its own (Namespaced).
 func (n *Node) Routed() bool { return !loopback.Contains(n.prefix.Addr()) }
+
+// APIServerForPods is where the node's pods reach the API server
+// (Config.APIServer), or "" when they do not.
+func (n *Node) APIServerForPods() string {
+	if n.relay == nil {
+		return ""
+	}
+	return n.relay.Addr()
+}
+
+// Namespaced reports whether each pod runs in a network namespace of its
+// own on the node's bridge.
+func (n *Node) Namespaced() bool { return n.net != nil }
+
+// Bridge is the name of the node's bridge on the host and its address
+// (the pods' host IP), or "" when the pods are not namespaced.
+func (n *Node) Bridge() (string, netip.Addr) {
+	if n.net == nil {
+		return "", netip.Addr{}
+	}
+	return bridgeName(n.net.index), n.net.gateway
+}
 
 // nodeSpec is the node object: capacity, Ready once running, no pressure,
 // 127.0.0.1 as its only address and the kubelet API's port.
@@ -378,8 +431,8 @@ func (n *Node) Dir() string { return n.cfg.Dir }
 func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Stop stops the pod controller and the kubelet API, then every pod (each
-// gets at most ShutdownGrace before SIGKILL), releases the addresses and
-// removes a folder Start created. The node object stays, as a stopped
+// gets at most ShutdownGrace before SIGKILL), removes the pods' bridge and
+// namespaces, releases the addresses and removes a folder Start created. The node object stays, as a stopped
 // kubelet's does. Safe to call more than once.
 func (n *Node) Stop() error {
 	select {
@@ -406,10 +459,12 @@ func (n *Node) cleanup() {
 	if n.prov != nil {
 		n.prov.Close()
 	}
-	if n.route.IsValid() {
-		if err := delLocalRoute(n.route); err != nil {
-			n.cfg.Logger.Warn("removing the pods' route", "err", err)
-		}
+	if n.relay != nil {
+		n.relay.close()
+	}
+	if n.net != nil {
+		// After the pods: their namespaces go with the bridge.
+		n.net.close()
 	}
 	if n.lock != nil {
 		n.lock.Close()

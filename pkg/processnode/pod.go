@@ -17,10 +17,11 @@ const defaultGrace = 30 * time.Second
 // containers. mu guards the pod object, the containers' status and the
 // stop state.
 type podRun struct {
-	p   *Provider
-	key string
-	ip  netip.Addr // invalid when the pod was refused
-	dir string
+	p     *Provider
+	key   string
+	ip    netip.Addr // invalid when the pod was refused
+	netns string     // the pod's network namespace, "" when it shares the host's
+	dir   string
 
 	mu       sync.Mutex
 	pod      *corev1.Pod // the latest from Kubernetes; its status is built by snapshot
@@ -132,6 +133,9 @@ func (r *podRun) finish() {
 	r.p.markDirty(r)
 	if remove := r.p.cfg.Remove; deleted && remove != nil {
 		remove(r.snapshot())
+	}
+	if r.netns != "" {
+		r.p.cfg.Net.delPod(r.ip)
 	}
 	if r.ip.IsValid() {
 		if err := r.p.addrs.put(r.ip); err != nil {

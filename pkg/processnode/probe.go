@@ -33,6 +33,7 @@ type probeTarget struct {
 	ports []corev1.ContainerPort
 	env   []string
 	dir   string
+	netns string // exec probes run in the pod's network namespace
 }
 
 func (t probeTarget) port(p intstr.IntOrString) (int, error) {
@@ -112,7 +113,17 @@ func runProbe(ctx context.Context, p *corev1.Probe, t probeTarget) error {
 		}
 		return conn.Close()
 	case h.Exec != nil:
-		cmd := exec.CommandContext(ctx, h.Exec.Command[0], h.Exec.Command[1:]...)
+		argv := h.Exec.Command
+		if t.netns != "" {
+			path, err := lookPath(argv[0], t.env, t.dir)
+			if err != nil {
+				return err
+			}
+			if _, argv, err = netnsArgv(t.netns, path, argv); err != nil {
+				return err
+			}
+		}
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env, cmd.Dir = t.env, t.dir
 		// A group of its own, so the timeout kills what it started; no
 		// parent-death signal, which would tie it to this goroutine's

@@ -34,6 +34,7 @@ type providerConfig struct {
 	ShutdownGrace time.Duration // the most a pod gets when the node stops
 	Logger        *slog.Logger
 	Env           envSources
+	Net           *podNet // when set, each pod gets a network namespace on it
 	// Remove, when set, is called once a deleted pod's processes are gone,
 	// to remove the pod object as a kubelet does (not on node shutdown).
 	Remove func(pod *corev1.Pod)
@@ -129,6 +130,13 @@ func (p *Provider) prepare(r *podRun) string {
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return err.Error()
 	}
+	if p.cfg.Net != nil {
+		ns, err := p.cfg.Net.addPod(ip)
+		if err != nil {
+			return "pod network: " + err.Error()
+		}
+		r.netns = ns
+	}
 	base := []string{"PATH=" + p.cfg.BinDir + string(filepath.ListSeparator) + p.cfg.BasePath,
 		"HOME=" + r.dir, "HOSTNAME=" + pod.Name}
 	var cs []*container
@@ -138,7 +146,7 @@ func (p *Provider) prepare(r *podRun) string {
 		if err != nil {
 			return fmt.Sprintf("container %s: %v", spec.Name, err)
 		}
-		t := probeTarget{ip: ip.String(), ports: spec.Ports}
+		t := probeTarget{ip: ip.String(), ports: spec.Ports, netns: r.netns}
 		for kind, probe := range map[string]*corev1.Probe{"readiness": spec.ReadinessProbe, "liveness": spec.LivenessProbe, "startup": spec.StartupProbe} {
 			if err := checkProbe(kind, probe, t); err != nil {
 				return fmt.Sprintf("container %s: %v", spec.Name, err)

@@ -136,7 +136,7 @@ func setup(t *testing.T) *env {
 	}
 	for _, n := range c.ProcessNodes() {
 		if !n.Routed() {
-			t.Skipf("process node %s has loopback pod addresses (%s), which EndpointSlices refuse: this process may not add a local route for 198.18.0.0/15 (needs CAP_NET_ADMIN and iproute2)", n.Name(), n.Addresses())
+			t.Skipf("process node %s has loopback pod addresses (%s), which EndpointSlices refuse: this process may not make the pods' network namespaces (needs root or CAP_NET_ADMIN and CAP_SYS_ADMIN, and iproute2)", n.Name(), n.Addresses())
 		}
 	}
 	return &env{cfg: cfg, kube: kc, dyn: dyn, ns: e2etest.Namespace(t, kc)}

@@ -273,6 +273,16 @@ func (e *env) asGatewayServiceAccount(t *testing.T, dir string) string {
 	for _, ai := range cfg.AuthInfos {
 		ai.Impersonate, ai.ImpersonateGroups = user, groups
 	}
+	// The replicas run in their pods' network namespaces, where 127.0.0.1
+	// is their own: they reach the API server through the node's relay at
+	// their host IP, and verify it by its name.
+	relay := localcluster.Shared(t).ProcessNodes()[0].APIServerForPods()
+	if relay == "" {
+		t.Fatal("the process node relays no API server to its pods")
+	}
+	for _, c := range cfg.Clusters {
+		c.Server, c.TLSServerName = "https://"+relay, "kubernetes"
+	}
 	path := filepath.Join(dir, "gateway.kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
