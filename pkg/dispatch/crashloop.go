@@ -81,7 +81,7 @@ func (d *Dispatcher) lockedNothingToRunOn(fn *function) bool {
 }
 
 func (d *Dispatcher) lockedCrashLoopError(fn *function, now time.Time) *CrashLoopError {
-	e := &CrashLoopError{Function: fn.decl.Name, Reason: fn.reason, Restarts: fn.loop.Restarts}
+	e := &CrashLoopError{Function: fn.decl.Qualified(), Reason: fn.reason, Restarts: fn.loop.Restarts}
 	if until, backing := fn.loop.BackingOff(now); backing {
 		e.RetryAfter = until.Sub(now)
 	}

@@ -17,11 +17,9 @@ func (d *Dispatcher) check(in *instance) {
 	}
 	now := d.cfg.Now()
 	if err != nil {
-		d.cfg.Logger.Warn("instance failed its health check: stopping it", "instance", in.ID, "err", err)
+		d.cfg.Logger.Warn("instance failed its health check: replacing it", "instance", in.ID, "err", err)
 		in.fn.stats.Crashes++
-		d.lockedStop(in, now)
-		d.lockedGrant(now)
-		d.lockedEnsureProgress(in.fn, now)
+		d.lockedReplace(in, now)
 		return
 	}
 	if d.lockedDrained(in) {

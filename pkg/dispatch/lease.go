@@ -150,9 +150,42 @@ func (d *Dispatcher) cancel(c *call) bool {
 // size, both fed to the policy's profiler.
 func (l *Lease) Release(exec time.Duration, output float64) { l.d.finish(l.c, exec, output, true) }
 
-// Abandon returns the slot without a sample: the client went away or the
-// execution timed out.
+// Abandon returns the slot without a sample: the execution ended without
+// an answer worth learning from (it timed out and answered late, or the
+// gateway is closing).
 func (l *Lease) Abandon() { l.d.finish(l.c, 0, 0, false) }
+
+// TimedOut records that the request outlived its function's timeout and
+// was answered 504. The slot stays busy: the instance may still be
+// working on it, and is sent nothing more than its concurrency. The
+// caller ends the lease later with Abandon (the answer came within the
+// grace period) or Hung.
+func (l *Lease) TimedOut() {
+	d := l.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l.c.fn.stats.TimedOut++
+}
+
+// Hung reports that the instance did not free a timed-out slot within the
+// grace period after its function's timeout: it is taken out of rotation,
+// replaced when requests wait for it, then stopped (the backend sends
+// SIGTERM, then SIGKILL after its grace). The requests queued behind it
+// go to the other instances and the replacement, so a hung instance costs
+// the one request it hung on.
+func (l *Lease) Hung(err error) {
+	d := l.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := l.c.inst
+	in.fn.stats.Hung++
+	d.lockedRemoveRunning(l.c)
+	if in.gone || d.closed {
+		return
+	}
+	d.cfg.Logger.Warn("instance hung: replacing it", "instance", in.ID, "err", err)
+	d.lockedReplace(in, d.cfg.Now())
+}
 
 // Failed reports that the instance did not answer this request (refused,
 // reset, closed). The slot is returned without a sample and the request

@@ -76,6 +76,24 @@ func (d *Dispatcher) lockedStop(in *instance, now time.Time) {
 	d.be.Stop(in.Instance)
 }
 
+// lockedReplace takes an unhealthy instance out of rotation, starts its
+// replacement if requests wait (policy.Apply's stranded rule: with other
+// instances serving, the next plan decides) and only then stops it.
+func (d *Dispatcher) lockedReplace(in *instance, now time.Time) {
+	if in.gone {
+		return
+	}
+	d.lockedAdvance(now)
+	in.gone = true
+	fn := in.fn
+	fn.ready = slices.DeleteFunc(fn.ready, func(x *instance) bool { return x == in })
+	d.live--
+	fn.stats.Replaced++
+	d.lockedGrant(now)
+	d.lockedEnsureProgress(fn, now)
+	d.be.Stop(in.Instance)
+}
+
 // lockedDrain stops an instance after its current requests.
 func (d *Dispatcher) lockedDrain(in *instance) {
 	in.draining = true

@@ -22,8 +22,6 @@ type FunctionStatus struct {
 	Running   int
 	ColdStart time.Duration // the latest measured
 	Stats     FunctionStats
-	// CreatedAt is when the function was first deployed.
-	CreatedAt time.Time
 	// State is one of the State* names; Restarts counts the failed starts
 	// and crashes, Reason is the last exit reason, and BackOffUntil is
 	// when a crash loop's back-off ends (zero when not backing off).
@@ -31,6 +29,8 @@ type FunctionStatus struct {
 	Restarts     int
 	Reason       string
 	BackOffUntil time.Time
+	// CreatedAt is when the function was first deployed.
+	CreatedAt time.Time
 }
 
 // Functions lists the deployed functions by name.

@@ -5,8 +5,9 @@ import (
 )
 
 // FunctionStats counts what happened at one function. Every accepted
-// request ends as Completed, Abandoned, Canceled, Failed or InstanceErrors:
-// nothing is dropped without a count. Crashes counts instances lost.
+// request ends as Completed, Abandoned, Canceled, Failed, InstanceErrors
+// or Hung: nothing is dropped without a count. Crashes counts instances
+// lost.
 type FunctionStats struct {
 	Accepted, Rejected, Started            int64
 	Completed, Abandoned, Canceled, Failed int64
@@ -18,8 +19,13 @@ type FunctionStats struct {
 	// BackedOff counts requests refused at once because the function was
 	// backing off from a crash loop with nothing to run them on (they are
 	// not Accepted).
-	BackedOff    int64
-	ColdStartSum time.Duration
+	BackedOff int64
+	// TimedOut counts requests answered 504 at their function's timeout
+	// (each then ends as Abandoned, its answer late, or Hung); Hung the
+	// ones whose instance did not free the slot within the grace period,
+	// Replaced the instances taken out of rotation for it.
+	TimedOut, Hung, Replaced int64
+	ColdStartSum             time.Duration
 }
 
 // Stats is the dispatcher's totals.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -186,5 +188,87 @@ func TestNeverDeliveredRequestIsRetriedAndLoggedWithItsCallID(t *testing.T) {
 	}
 	if code, _, h := do(t, "POST", srv.URL()+"/function/missing", "", nil); code != 404 || h.Get("X-Call-Id") == "" {
 		t.Fatalf("a refused call: %d, X-Call-Id %q; want 404 with an id", code, h.Get("X-Call-Id"))
+	}
+}
+
+// A client that hangs up does not free its slot: the gateway reads the
+// instance's answer to its end first, so the next request waits for it
+// and the instance never runs more than its concurrency of 1, by its own
+// count.
+func TestClientDisconnectKeepsTheSlotUntilTheInstanceAnswers(t *testing.T) {
+	f := instanceFunction(t, "count", "count")
+	maxFile := filepath.Join(t.TempDir(), "max")
+	f.Env["GANTRY_TEST_MAXFILE"] = maxFile
+	f.MinScale, f.MaxScale = 1, 1
+	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{f}}, nil)
+	waitUntil(t, "the instance ready", func() bool { st, _ := srv.D.Function("count"); return st.Available == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		waitUntil(t, "the first request running", func() bool { st, _ := srv.D.Function("count"); return st.Running == 1 })
+		cancel() // the client hangs up while the instance works (400 ms)
+	}()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL()+"/function/count", strings.NewReader("a"))
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the request outlived its client")
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/count", "b", nil); code != 200 || body != "b" {
+		t.Fatalf("next request: %d %q", code, body)
+	}
+	most, err := os.ReadFile(maxFile)
+	if err != nil || string(most) != "1" {
+		t.Fatalf("the instance ran %q requests at once (%v), want 1", most, err)
+	}
+	st, _ := srv.D.Function("count")
+	if st.Stats.Completed != 2 || st.Stats.Abandoned != 0 {
+		t.Fatalf("stats %+v: want both executions completed, the first answered to nobody", st.Stats)
+	}
+}
+
+// A concurrency-1 instance that wedges costs the one request it hung on:
+// answered 504 at the timeout, its slot kept until the grace period ends,
+// then the instance is replaced and the requests queued behind it are
+// served by the replacement.
+func TestHungInstanceCostsOneRequestAndIsReplaced(t *testing.T) {
+	f := instanceFunction(t, "hang", "hang")
+	f.Env["GANTRY_TEST_FLAKY"] = filepath.Join(t.TempDir(), "claimed")
+	f.MinScale, f.MaxScale = 1, 1
+	f.Timeout = time.Second
+	srv := startGatewayWith(t, &stack.Stack{Functions: []stack.Function{f}}, func(c *ServerConfig) {
+		c.Gateway.HungGrace = 500 * time.Millisecond
+	})
+	waitUntil(t, "the instance ready", func() bool { st, _ := srv.D.Function("hang"); return st.Available == 1 })
+	type answer struct {
+		code int
+		body string
+	}
+	first := make(chan answer, 1)
+	go func() {
+		code, body, _ := do(t, "POST", srv.URL()+"/function/hang", "first", nil)
+		first <- answer{code, body}
+	}()
+	waitUntil(t, "the first request running", func() bool { st, _ := srv.D.Function("hang"); return st.Running == 1 })
+	const behind = 4
+	rest := make(chan answer, behind)
+	for i := range behind {
+		go func() {
+			body := fmt.Sprint("next-", i)
+			code, got, _ := do(t, "POST", srv.URL()+"/function/hang", body, nil)
+			if got != body {
+				code = -code
+			}
+			rest <- answer{code, got}
+		}()
+	}
+	if a := <-first; a.code != 504 || !strings.Contains(a.body, "timeout") {
+		t.Fatalf("the hung request: %d %q, want 504 with the reason", a.code, a.body)
+	}
+	for range behind {
+		if a := <-rest; a.code != 200 {
+			t.Fatalf("a request queued behind the hung one: %d %q, want 200 from the replacement", a.code, a.body)
+		}
+	}
+	st, _ := srv.D.Function("hang")
+	if st.Stats.TimedOut != 1 || st.Stats.Hung != 1 || st.Stats.Replaced != 1 || st.Stats.Completed != behind || st.Stats.Spawned != 2 {
+		t.Fatalf("stats %+v: want one timeout, one hung instance replaced by one start, the rest completed", st.Stats)
 	}
 }

@@ -6,8 +6,10 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -36,11 +38,23 @@ type Config struct {
 	// the others: what a layer over the dispatcher serves (pkg/scaleout's
 	// sync between replicas).
 	Routes map[string]http.Handler
+	// HungGrace is how long past its function's timeout an instance may
+	// take to finish a request that was answered 504 before the instance
+	// is deemed hung and replaced (default DefaultHungGrace).
+	HungGrace time.Duration
 }
+
+// DefaultHungGrace is Config.HungGrace's default.
+const DefaultHungGrace = 2 * time.Second
 
 // Gateway is an http.Handler.
 type Gateway struct {
-	cfg     Config
+	cfg Config
+	// abort ends every exchange with an instance still going: Close. A
+	// client going away does not end one (the slot follows the instance).
+	abort     context.Context
+	stopAbort context.CancelFunc
+
 	d       *dispatch.Dispatcher
 	mux     *http.ServeMux
 	up      *upstream
@@ -65,8 +79,12 @@ func New(cfg Config) *Gateway {
 	if cfg.Orchestration == "" {
 		cfg.Orchestration = "local"
 	}
+	if cfg.HungGrace <= 0 {
+		cfg.HungGrace = DefaultHungGrace
+	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
 		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher)}
+	g.abort, g.stopAbort = context.WithCancel(context.Background())
 	g.routes()
 	return g
 }
@@ -75,9 +93,14 @@ func New(cfg Config) *Gateway {
 // process to add theirs to the same /metrics.
 func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 
-// Close closes the gateway's idle connections to instances and stops
-// their janitor. Call it once the server has stopped.
-func (g *Gateway) Close() { g.up.close() }
+// Close ends the exchanges with instances still going (a client that
+// left, an instance past its function's timeout), closes the idle
+// connections and stops their janitor. Call it once the server has
+// stopped.
+func (g *Gateway) Close() {
+	g.stopAbort()
+	g.up.close()
+}
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }

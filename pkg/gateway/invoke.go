@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -60,7 +61,12 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fwd := forward{method: r.Method, path: "/" + r.PathValue("path"), query: r.URL.RawQuery, header: r.Header}
-	res, fail := g.call(r.Context(), decl, size, arrival.Add(decl.SLO), body, fwd)
+	answered := false
+	early := func(f *failure) { answered = true; g.failNow(w, name, f) }
+	res, fail := g.call(r.Context(), decl, size, arrival.Add(decl.SLO), body, fwd, early)
+	if answered {
+		return
+	}
 	if fail != nil {
 		g.fail(w, name, fail)
 		return
@@ -85,6 +91,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 	g.metrics.forName(name).started().Inc()
 	header := r.Header
 	var res *result
+	answered := false
 	for i, fnName := range app.Functions {
 		decl, ok := g.d.Lookup(fnName)
 		if !ok {
@@ -102,7 +109,15 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fwd := forward{method: http.MethodPost, path: "/", header: header}
-		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd)
+		early := func(f *failure) {
+			answered = true
+			w.Header().Set("X-Gantry-Failed-Function", fnName)
+			g.failNow(w, fnName, f)
+		}
+		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd, early)
+		if answered {
+			return
+		}
 		if fail != nil {
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
 			g.fail(w, decl.Qualified(), fail)
@@ -202,7 +217,11 @@ type forward struct {
 // never delivered (refused, or reset before a byte was written) or when
 // the function is declared idempotent: otherwise the function may have
 // run, and running it again is the client's call.
-func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward) (*result, *failure) {
+//
+// early answers the client while the call goes on (a timeout: the slot
+// stays busy until the instance's answer ends or it is deemed hung); the
+// caller then answers nothing more.
+func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward, early func(*failure)) (*result, *failure) {
 	for attempt := 0; ; attempt++ {
 		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline})
 		if err != nil {
@@ -210,7 +229,7 @@ func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, d
 		}
 		m := g.metrics.forName(decl.Qualified())
 		m.queueWait().Observe(lease.Waited.Seconds())
-		res, crashed, fail := g.execute(ctx, lease, body, fwd)
+		res, crashed, fail := g.execute(ctx, lease, body, fwd, early)
 		if fail != nil {
 			return nil, fail
 		}
@@ -250,25 +269,40 @@ func acquireFailure(ctx context.Context, err error) *failure {
 
 // execute forwards one request on a lease. failed is set when the
 // instance did not answer and the caller may retry on another.
-func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byte, fwd forward) (res *result, failed error, fail *failure) {
+//
+// The exchange is not tied to the client: one that goes away leaves its
+// slot busy until the instance's answer ends (read and dropped), so an
+// instance never runs more than its concurrency. At the function's
+// timeout the client is answered 504 through early and the slot stays
+// busy; an answer within HungGrace frees it, none marks the instance
+// hung (Lease.Hung), to be replaced.
+func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byte, fwd forward, early func(*failure)) (res *result, failed error, fail *failure) {
 	start := time.Now()
-	deadline := start.Add(lease.Timeout)
+	soft := start.Add(lease.Timeout)
 	up := &upRequest{addr: lease.Instance.Addr, method: fwd.method, path: fwd.path, query: fwd.query,
 		header: fwd.header, body: body}
-	resp, err := g.up.do(ctx, up, deadline, g.cfg.MaxBody)
+	var timedOut *failure
+	late := func() {
+		timedOut = &failure{http.StatusGatewayTimeout, "timeout", fmt.Errorf(
+			"function %q did not answer within its timeout of %v; its instance may still be working on it", lease.Instance.Function, lease.Timeout)}
+		lease.TimedOut()
+		early(timedOut)
+	}
+	resp, err := g.up.doLate(g.abort, up, soft, soft.Add(g.cfg.HungGrace), g.cfg.MaxBody, late)
 	exec := time.Since(start)
-	if err == nil {
+	switch {
+	case timedOut != nil:
+		return nil, nil, g.endLate(lease, err, timedOut)
+	case err == nil:
 		res = &result{status: resp.status, header: resp.header, body: resp.body, outSize: outputSize(resp)}
 		lease.Release(exec, res.outSize)
+		if ctx.Err() != nil {
+			return nil, nil, &failure{499, "canceled", ctx.Err()} // answered to nobody
+		}
 		return res, nil, nil
-	}
-	switch {
-	case ctx.Err() != nil:
+	case g.abort.Err() != nil:
 		lease.Abandon()
-		return nil, nil, &failure{499, "canceled", ctx.Err()}
-	case !time.Now().Before(deadline):
-		lease.Abandon()
-		return nil, nil, &failure{http.StatusGatewayTimeout, "timeout", fmt.Errorf("function %q did not answer within %v", lease.Instance.Function, lease.Timeout)}
+		return nil, nil, &failure{http.StatusServiceUnavailable, "unavailable", errors.New("the gateway is shutting down")}
 	case errors.Is(err, errTooLarge):
 		lease.Release(exec, float64(g.cfg.MaxBody))
 		return nil, nil, &failure{http.StatusBadGateway, "too_large", err}
@@ -277,6 +311,21 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	// health check says whether it is gone or was only busy for a moment.
 	lease.Failed(err)
 	return nil, err, nil
+}
+
+// endLate ends the lease of a request already answered 504: an answer
+// within the grace period frees the slot; none (the hard deadline) means
+// the instance hung.
+func (g *Gateway) endLate(lease *dispatch.Lease, err error, timedOut *failure) *failure {
+	switch {
+	case err == nil, errors.Is(err, errTooLarge), g.abort.Err() != nil:
+		lease.Abandon()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		lease.Hung(fmt.Errorf("no answer within %v after the function's timeout of %v", g.cfg.HungGrace, lease.Timeout))
+	default:
+		lease.Failed(err)
+	}
+	return timedOut
 }
 
 // retryAfter is when a refused client may try again: a second past a
@@ -325,7 +374,33 @@ func (g *Gateway) reply(w http.ResponseWriter, name string, res *result, took, s
 	g.metrics.forName(name).observe(res.status, took, slo)
 }
 
+// failNow answers the client at once while the handler goes on (the slot
+// follows the instance): a complete response, its length declared and the
+// connection closed after it, so that the client neither waits for the
+// handler's end nor queues its next request behind it.
+func (g *Gateway) failNow(w http.ResponseWriter, name string, f *failure) {
+	g.count(w, name, f)
+	msg := f.err.Error() + "\n"
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(msg)))
+	h.Set("Connection", "close")
+	w.WriteHeader(f.status)
+	_, _ = io.WriteString(w, msg)
+	_ = http.NewResponseController(w).Flush()
+}
+
 func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
+	g.count(w, name, f)
+	if f.status == 499 {
+		return // nobody is listening
+	}
+	http.Error(w, f.err.Error(), f.status)
+}
+
+// count counts and logs a request the gateway answers itself.
+func (g *Gateway) count(w http.ResponseWriter, name string, f *failure) {
 	if wait, ok := retryAfter(f); ok {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 	}
@@ -336,8 +411,4 @@ func (g *Gateway) fail(w http.ResponseWriter, name string, f *failure) {
 		g.cfg.Logger.Warn("request failed", "function", name, callid.Header, w.Header().Get(callid.Header),
 			"status", f.status, "reason", f.outcome, "err", f.err)
 	}
-	if f.status == 499 {
-		return // nobody is listening
-	}
-	http.Error(w, f.err.Error(), f.status)
 }

@@ -35,6 +35,7 @@ func serveInstance(mode string) {
 		os.Exit(1)
 	}
 	var posts, inFlight, most atomic.Int64
+	var stuck atomic.Bool
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			return // the health check
@@ -60,9 +61,15 @@ func serveInstance(mode string) {
 			time.Sleep(400 * time.Millisecond)
 			inFlight.Add(-1)
 		case "hang":
-			// The first request of the process that claims
-			// $GANTRY_TEST_FLAKY first never ends; the rest answer.
+			// The process that claims $GANTRY_TEST_FLAKY first with its
+			// first request wedges: that request and every later one
+			// never end, while the health check still answers (as a
+			// watchdog in front of a stuck worker does). Other processes
+			// answer.
 			if posts.Add(1) == 1 && claim(os.Getenv("GANTRY_TEST_FLAKY")) {
+				stuck.Store(true)
+			}
+			if stuck.Load() {
 				time.Sleep(time.Hour)
 			}
 		case "crash":

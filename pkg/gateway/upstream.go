@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -50,18 +52,64 @@ type upConn struct {
 	// connection during the current exchange.
 	read, written int64
 	idleFrom      time.Time
+	// late, while set, is called once when the exchange reaches its soft
+	// deadline; the exchange then goes on until hard. aborted is set
+	// before an abort moves the deadline to the past, so that the move
+	// is never mistaken for the soft deadline, nor undone by the move to
+	// hard.
+	late    func()
+	hard    time.Time
+	aborted atomic.Bool
 }
 
 func (c *upConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.read += int64(n)
-	return n, err
+	for {
+		n, err := c.Conn.Read(p)
+		c.read += int64(n)
+		if err != nil && c.pastSoft(err) {
+			if n == 0 {
+				continue
+			}
+			err = nil
+		}
+		return n, err
+	}
 }
 
 func (c *upConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.written += int64(n)
-	return n, err
+	total := 0
+	for {
+		n, err := c.Conn.Write(p[total:])
+		total += n
+		c.written += int64(n)
+		if err != nil && c.pastSoft(err) && total < len(p) {
+			continue
+		}
+		if total == len(p) {
+			err = nil
+		}
+		return total, err
+	}
+}
+
+// pastSoft reports whether an I/O error is the soft deadline passing, in
+// which case the exchange goes on: late is called (once) and the deadline
+// moves to hard.
+func (c *upConn) pastSoft(err error) bool {
+	if c.late == nil || c.aborted.Load() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	late := c.late
+	c.late = nil
+	if c.SetDeadline(c.hard) != nil {
+		return false
+	}
+	if c.aborted.Load() {
+		_ = c.SetDeadline(time.Unix(1, 0)) // the abort came in between
+		return false
+	}
+	late()
+	return true
 }
 
 func newUpstream() *upstream {
@@ -112,18 +160,34 @@ type upResponse struct {
 // do sends r and reads the whole answer, its body bounded by maxBody
 // (errTooLarge past it), by the deadline and by ctx.
 func (u *upstream) do(ctx context.Context, r *upRequest, deadline time.Time, maxBody int64) (*upResponse, error) {
-	c, err := u.get(ctx, r.addr, deadline)
+	return u.doLate(ctx, r, deadline, deadline, maxBody, nil)
+}
+
+// doLate is do with two deadlines: when the exchange has not ended at
+// soft, late is called once, from the calling goroutine, and the exchange
+// goes on until hard, so that an instance still working past its
+// function's timeout keeps its slot until its answer ends. abort ends the
+// exchange at once.
+func (u *upstream) doLate(abort context.Context, r *upRequest, soft, hard time.Time, maxBody int64, late func()) (*upResponse, error) {
+	ctx := abort
+	c, err := u.get(ctx, r.addr, soft)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.SetDeadline(deadline); err != nil {
+	if err := c.SetDeadline(soft); err != nil {
 		c.Close()
 		return nil, err
 	}
-	// A cancelled request ends at once: the connection's deadline moves to
+	c.late, c.hard = late, hard
+	c.aborted.Store(false)
+	// An aborted request ends at once: the connection's deadline moves to
 	// the past, so whatever read or write is pending returns.
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() {
+		c.aborted.Store(true)
+		_ = c.SetDeadline(time.Unix(1, 0))
+	})
 	resp, reuse, err := u.exchange(c, r, maxBody)
+	c.late = nil // before the connection goes back to the pool
 	if !stop() || ctx.Err() != nil {
 		reuse = false
 		if err == nil {

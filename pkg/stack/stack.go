@@ -90,6 +90,10 @@ type Function struct {
 	ColdStart time.Duration
 	// Kind is the Kubernetes object that holds the instances.
 	Kind string
+	// Idempotent says a request may run twice: the gateway then retries
+	// one an instance failed after receiving it on another instance;
+	// otherwise only a request never delivered is retried.
+	Idempotent bool
 	// Namespace is OpenFaaS's function namespace (DefaultNamespace when
 	// empty); the registry keys functions by Ref.
 	Namespace string
@@ -100,10 +104,6 @@ type Function struct {
 	Constraints            []string
 	Limits, Requests       Resources
 	ReadOnlyRootFilesystem bool
-	// Idempotent says a request may run twice: the gateway then retries
-	// one an instance failed after receiving it on another instance;
-	// otherwise only a request never delivered is retried.
-	Idempotent bool
 	// Line is where the declaration starts in its stack file (0 over the API).
 	Line int
 }

@@ -130,6 +130,29 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// idempotent: true in the stack file and gantry.dev/idempotent over the
+// API both declare a function whose requests may run twice; anything but
+// a boolean is refused.
+func TestIdempotentFromTheStackAndTheAPI(t *testing.T) {
+	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: true\n  g:\n    fprocess: y\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Functions[0].Idempotent || s.Functions[1].Idempotent {
+		t.Fatalf("idempotent %v %v, want true false", s.Functions[0].Idempotent, s.Functions[1].Idempotent)
+	}
+	if _, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: maybe\n")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("idempotent: maybe: %v, want ErrInvalid", err)
+	}
+	f, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "true"}})
+	if err != nil || !f.Idempotent {
+		t.Fatalf("annotation true: %+v %v", f.Idempotent, err)
+	}
+	if _, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "yes please"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), AnnotationIdempotent) {
+		t.Fatalf("annotation yes please: %v, want ErrInvalid naming the annotation", err)
+	}
+}
+
 // OpenFaaS's deployment fields reach the function whole; bad quantities
 // and unknown resource keys are refused with the line.
 func TestParseKeepsOpenFaaSDeploymentFields(t *testing.T) {
@@ -167,28 +190,5 @@ func TestRefsNameOneFunctionPerNamespace(t *testing.T) {
 	}
 	if QualifiedRef("f") != "f.openfaas-fn" || QualifiedRef("f.staging") != "f.staging" {
 		t.Fatal("qualified names")
-	}
-}
-
-// idempotent: true in the stack file and gantry.dev/idempotent over the
-// API both declare a function whose requests may run twice; anything but
-// a boolean is refused.
-func TestIdempotentFromTheStackAndTheAPI(t *testing.T) {
-	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: true\n  g:\n    fprocess: y\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !s.Functions[0].Idempotent || s.Functions[1].Idempotent {
-		t.Fatalf("idempotent %v %v, want true false", s.Functions[0].Idempotent, s.Functions[1].Idempotent)
-	}
-	if _, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    idempotent: maybe\n")); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("idempotent: maybe: %v, want ErrInvalid", err)
-	}
-	f, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "true"}})
-	if err != nil || !f.Idempotent {
-		t.Fatalf("annotation true: %+v %v", f.Idempotent, err)
-	}
-	if _, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationIdempotent: "yes please"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), AnnotationIdempotent) {
-		t.Fatalf("annotation yes please: %v, want ErrInvalid naming the annotation", err)
 	}
 }
