@@ -200,6 +200,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		pf                   platformFlags
 		bf                   backendFlags
+		af                   asyncFlags
 		addr, stackFile      string
 		stateDir             string
 		basicAuth, tokenFile string
@@ -213,6 +214,9 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			if err := bf.validate(); err != nil {
+				return err
+			}
+			if err := af.validate(); err != nil {
 				return err
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -231,6 +235,7 @@ func newServeCmd() *cobra.Command {
 			logger.Info("state folder", "path", state.Path())
 			cfg := pf.serverConfig(addr, s, logger)
 			cfg.State = state
+			cfg.Async = af.config()
 			if err := bf.apply(&cfg, logger); err != nil {
 				return err
 			}
@@ -280,6 +285,7 @@ func newServeCmd() *cobra.Command {
 	}
 	pf.register(cmd)
 	bf.register(cmd)
+	af.register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&stateDir, "state-dir", "", "the gateway's state folder: what must survive a restart (default $XDG_STATE_HOME/gantry/HOST_PORT or ~/.local/state/gantry/HOST_PORT, from --addr); one gateway per folder")

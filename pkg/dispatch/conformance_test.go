@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/policy"
 	"gantry.dev/gantry/pkg/policy/policytest"
 	"gantry.dev/gantry/pkg/stack"
 )
@@ -134,7 +135,7 @@ func (s *scripted) Arrive(r policytest.Request) { s.enter(&scriptReq{r: r, arriv
 // enter queues a request at its function, as the gateway's Acquire does.
 func (s *scripted) enter(q *scriptReq) {
 	name := s.setup.Functions[q.fn].Name
-	c, in, err := s.d.enqueue(Request{Function: name, Size: q.size(), Deadline: epoch.Add(q.arrival + s.budgets[q.fn])})
+	c, in, err := s.d.enqueue(s.request(q))
 	switch {
 	case errors.Is(err, ErrQueueFull):
 		s.note(policytest.Event{Kind: policytest.Refuse, Fn: q.fn, Req: q.r.ID})
@@ -148,6 +149,21 @@ func (s *scripted) enter(q *scriptReq) {
 		s.waiting = append(s.waiting, q)
 	}
 	s.settle()
+}
+
+// request is q at its function, with the deadline its class gives, as the
+// gateway's sync and async routes ask.
+func (s *scripted) request(q *scriptReq) Request {
+	r := Request{Function: s.setup.Functions[q.fn].Name, Size: q.size(), Deadline: epoch.Add(q.arrival + s.budgets[q.fn])}
+	if q.r.Class == policy.Async {
+		async := s.setup.AsyncDeadline
+		if async == 0 {
+			async = policy.DefaultAsyncDeadline
+		}
+		budget := policy.AsyncBudget(s.budgets[q.fn], s.budgets[len(s.budgets)-1], async)
+		r.Class, r.Slack, r.Deadline = policy.Async, budget-s.budgets[q.fn], epoch.Add(q.arrival+budget)
+	}
+	return r
 }
 
 func (q *scriptReq) size() float64 {

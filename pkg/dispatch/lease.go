@@ -20,8 +20,13 @@ type Request struct {
 	// Size is the input size, in the function's unit.
 	Size float64
 	// Deadline is when it must finish at this function: its arrival at
-	// the app plus the SLO budget up to here.
+	// the app plus the SLO budget up to here (an async request's: its
+	// async budget).
 	Deadline time.Time
+	// Class is its deadline class; an async request's Slack is how much
+	// later its deadline is than a synchronous one's (policy.Enter).
+	Class policy.Class
+	Slack time.Duration
 }
 
 // Lease is a slot on an instance, held for one execution.
@@ -88,7 +93,7 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 	}
 	g := fn.g
 	c := &call{fn: fn, size: r.Size, queuedAt: now, got: make(chan *instance, 1),
-		entry: policy.Entry{Enq: d.nanos(now), Deadline: d.nanos(r.Deadline), Pred: g.con.Estimate(fn.idx, r.Size)}}
+		entry: policy.Enter(r.Class, d.nanos(now), d.nanos(r.Deadline), int64(r.Slack), g.con.Estimate(fn.idx, r.Size))}
 	var in *instance
 	if fn.queue.Len() == 0 {
 		in = fn.lockedFreeInstance()

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"gantry.dev/gantry/pkg/async"
 	"gantry.dev/gantry/pkg/dispatch"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// take to finish a request that was answered 504 before the instance
 	// is deemed hung and replaced (default DefaultHungGrace).
 	HungGrace time.Duration
+	// Async is the queue /async-function publishes to (nil: the route
+	// answers 503).
+	Async *async.Queue
 }
 
 // DefaultHungGrace is Config.HungGrace's default.
@@ -60,6 +64,7 @@ type Gateway struct {
 	up      *upstream
 	metrics *metrics
 	ns      *namespaces
+	asyncM  *async.Metrics
 }
 
 // New builds the gateway's routes.
@@ -127,6 +132,7 @@ func (g *Gateway) routes() {
 	g.mux.HandleFunc("/function/{name}", g.invokeFunction)
 	g.mux.HandleFunc("/function/{name}/{path...}", g.invokeFunction)
 	g.mux.HandleFunc("POST /app/{name}", g.invokeApp)
+	g.asyncRoutes()
 	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("OK\n"))

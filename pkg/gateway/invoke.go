@@ -63,7 +63,7 @@ func (g *Gateway) invokeFunction(w http.ResponseWriter, r *http.Request) {
 	fwd := forward{method: r.Method, path: "/" + r.PathValue("path"), query: r.URL.RawQuery, header: r.Header}
 	answered := false
 	early := func(f *failure) { answered = true; g.failNow(w, name, f) }
-	res, fail := g.call(r.Context(), decl, size, arrival.Add(decl.SLO), body, fwd, early)
+	res, fail := g.call(r.Context(), decl, size, due{at: arrival.Add(decl.SLO)}, body, fwd, early)
 	if answered {
 		return
 	}
@@ -114,7 +114,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
 			g.failNow(w, decl.Qualified(), f)
 		}
-		res, fail = g.call(r.Context(), decl, size, arrival.Add(app.Budget[i]), body, fwd, early)
+		res, fail = g.call(r.Context(), decl, size, due{at: arrival.Add(app.Budget[i])}, body, fwd, early)
 		if answered {
 			return
 		}
@@ -221,9 +221,10 @@ type forward struct {
 // early answers the client while the call goes on (a timeout: the slot
 // stays busy until the instance's answer ends or it is deemed hung); the
 // caller then answers nothing more.
-func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline time.Time, body []byte, fwd forward, early func(*failure)) (*result, *failure) {
+func (g *Gateway) call(ctx context.Context, decl stack.Function, size float64, deadline due, body []byte, fwd forward, early func(*failure)) (*result, *failure) {
 	for attempt := 0; ; attempt++ {
-		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline})
+		lease, err := g.d.Acquire(ctx, dispatch.Request{Function: decl.Ref(), Size: size, Deadline: deadline.at,
+			Class: deadline.class, Slack: deadline.slack})
 		if err != nil {
 			return nil, acquireFailure(ctx, err)
 		}

@@ -137,7 +137,7 @@ func TestDeploymentFieldsRoundTrip(t *testing.T) {
 // No route answers with Go's bare "404 page not found".
 func TestUnknownRoutesSayWhy(t *testing.T) {
 	g, _ := inprocGateway(t)
-	for _, path := range []string{"/system/logs?name=f", "/system/secrets", "/async-function/f", "/nothing"} {
+	for _, path := range []string{"/system/logs?name=f", "/system/secrets", "/nothing"} {
 		code, out := call(t, g, "GET", path, "")
 		if code != 404 || !strings.Contains(out, "no route") || strings.Contains(out, "404 page not found") {
 			t.Errorf("%s: %d %q", path, code, out)
@@ -145,6 +145,9 @@ func TestUnknownRoutesSayWhy(t *testing.T) {
 	}
 	if code, out := call(t, g, "DELETE", "/system/info", ""); code != 404 || !strings.Contains(out, "no route DELETE /system/info") {
 		t.Errorf("a known path with another method: %d %q", code, out)
+	}
+	if code, out := call(t, g, "GET", "/async-function/f", ""); code != 405 || !strings.Contains(out, "POST /async-function/NAME") {
+		t.Errorf("GET /async-function/f: %d %q, want 405 naming the method", code, out)
 	}
 }
 

@@ -15,7 +15,11 @@ func (g *Gateway) noRoute(w http.ResponseWriter, r *http.Request) {
 		msg += "; its system routes are /system/functions, /system/function/NAME, /system/scale-function/NAME, " +
 			"/system/namespaces, /system/namespace/NAME, /system/apps, /system/info"
 	case strings.HasPrefix(r.URL.Path, "/async-function/"):
-		msg += "; asynchronous invocations are not served by this gateway: invoke /function/NAME synchronously"
+		// The catch-all route wins over the mux's own 405 for this path.
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": fmt.Sprintf(
+			"%s %s: asynchronous invocations are POST /async-function/NAME[.NAMESPACE][/PATH]", r.Method, r.URL.Path)})
+		return
 	default:
 		msg += "; functions are invoked at /function/NAME or /function/NAME.NAMESPACE"
 	}

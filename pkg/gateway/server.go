@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"gantry.dev/gantry/pkg/async"
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/stack"
@@ -25,6 +26,9 @@ type ServerConfig struct {
 	// State is the gateway's open state folder (../shared/conventions.md);
 	// nil keeps nothing across restarts. The caller opens and closes it.
 	State *statedir.Dir
+	// Async configures the queue of async invocations (async.go); nil
+	// serves none.
+	Async *async.Config
 }
 
 // Server is a listening gateway with its dispatcher and autoscaler.
@@ -36,6 +40,9 @@ type Server struct {
 	stop   context.CancelFunc
 	served chan error
 	ticks  chan struct{}
+	// queue and workers serve async invocations (nil without).
+	queue   *async.Queue
+	workers *async.Workers
 
 	once    sync.Once
 	downErr error
@@ -53,18 +60,26 @@ func Start(ctx context.Context, cfg ServerConfig) (*Server, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
+	queue, err := openAsync(ctx, cfg)
 	if err != nil {
 		_ = d.Close(context.Background())
 		return nil, err
 	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		closeAsync(queue)
+		_ = d.Close(context.Background())
+		return nil, err
+	}
 	cfg.Gateway.Dispatcher = d
+	cfg.Gateway.Async = queue
 	g := New(cfg.Gateway)
-	s := &Server{D: d, G: g, ln: ln, served: make(chan error, 1), ticks: make(chan struct{}),
+	s := &Server{D: d, G: g, ln: ln, served: make(chan error, 1), ticks: make(chan struct{}), queue: queue,
 		srv: &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}}
 	actx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	go func() { d.Run(actx); close(s.ticks) }()
+	s.startWorkers(cfg.Gateway.Logger)
 	go func() { s.served <- s.srv.Serve(ln) }()
 	return s, nil
 }
@@ -92,12 +107,15 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		drainErr = errors.Join(drainErr, err)
 	}
+	s.stopWorkers(ctx)
 	s.stop()
 	<-s.ticks
 	s.G.Close()
 	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := s.D.Close(cctx); err != nil {
+	err := s.D.Close(cctx)
+	closeAsync(s.queue)
+	if err != nil {
 		return errors.Join(drainErr, fmt.Errorf("stopping instances: %w", err))
 	}
 	return drainErr

@@ -92,6 +92,14 @@ type Config struct {
 	// results are not dominated by everyone's cold start at time zero.
 	ColdBoot bool
 
+	// AsyncShare is the fraction of arrivals that are async (0..1): each
+	// has AsyncDeadline (default policy.DefaultAsyncDeadline) for the
+	// whole chain instead of the app SLO (policy.AsyncBudget, Enter), as
+	// the live gateway's /async-function requests do. Result.Latency
+	// counts the synchronous ones, Result.Async the async ones.
+	AsyncShare    float64
+	AsyncDeadline time.Duration
+
 	// NoBound skips computing Result.WorkFloor and Result.Bound (a second
 	// pass over the realised requests).
 	NoBound bool
@@ -113,6 +121,7 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Window, DefaultWindow)
 	setDefault(&c.Tick, DefaultTick)
 	setDefault(&c.MaxQueue, DefaultMaxQueue)
+	setDefault(&c.AsyncDeadline, policy.DefaultAsyncDeadline)
 }
 
 func setDefault[T int | time.Duration](v *T, def T) {
@@ -136,6 +145,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.Trace.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if err := c.validateAsync(); err != nil {
+		return err
 	}
 	if err := c.validateScale(); err != nil {
 		return err

@@ -58,7 +58,7 @@ func (s *scripted) Setup(st policytest.Setup) error {
 	}
 	cfg := Config{App: app, Dist: dist(s.t, "uniform"), Trace: trace.Trace{Name: "script", PerSecond: make([]float64, 3600)},
 		Policy: st.Policy, Seed: st.Seed, Nodes: 1, CoresPerNode: cores, ColdStart: st.ColdStart,
-		Tick: st.Tick, Window: st.Window, IdleTimeout: st.IdleTimeout, MaxQueue: st.MaxQueue, Scale: scale, Criticality: crit, ColdBoot: true, NoBound: true}
+		Tick: st.Tick, Window: st.Window, IdleTimeout: st.IdleTimeout, MaxQueue: st.MaxQueue, AsyncDeadline: st.AsyncDeadline, Scale: scale, Criticality: crit, ColdBoot: true, NoBound: true}
 	cfg.applyDefaults()
 	spec := policySpec(&cfg)
 	if st.Policy == "oracle" {
@@ -110,7 +110,7 @@ func (s *scripted) Arrive(r policytest.Request) {
 	e := s.e
 	id := e.newRequest()
 	req := &e.reqs[id]
-	req.id, req.arrival, req.size = int64(r.ID), e.now, r.Size
+	req.id, req.arrival, req.size, req.class = int64(r.ID), e.now, r.Size, r.Class
 	n := len(e.fns)
 	for f := range n {
 		e.chainExec[int(id)*n+f] = int64(r.Exec[f])

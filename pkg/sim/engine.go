@@ -31,6 +31,8 @@ type request struct {
 	pred    int64   // predicted execution time at the current function
 	exec    int64   // sampled execution time at the current function
 	fn      int32
+	// class is its deadline class (Config.AsyncShare).
+	class policy.Class
 	// End-to-end breakdown so far.
 	queue, cold, execSum int64
 }
@@ -40,7 +42,9 @@ type fnRuntime struct {
 	f        workload.Function
 	slo      int64
 	deadline int64 // cumulative SLO up to and including this function
-	queue    *policy.RunQueue[int32]
+	// asyncDeadline is an async request's budget up to here (policy.AsyncBudget).
+	asyncDeadline int64
+	queue         *policy.RunQueue[int32]
 	// bound lists, from boundHead on, the requests waiting for an
 	// instance of their own under a dedicated policy, in arrival order:
 	// each takes the next instance of the function that becomes ready.
@@ -91,6 +95,11 @@ type engine struct {
 	events   eventHeap
 
 	arrRng, sizeRng *rand.Rand
+	// classRng draws which arrivals are async (a stream of its own, so a
+	// run without async requests draws what it drew before).
+	classRng *rand.Rand
+	// async is the latency of async requests, against the async deadline.
+	async           latency
 	execRng, outRng *rand.Rand
 	execKey, outKey *keyedSource
 	// chainExec and chainOut hold, at r*len(fns)+f, request r's execution
@@ -134,13 +143,16 @@ func newEngine(ctx context.Context, cfg Config, pol policy.Policy) (*engine, err
 		cl: newCluster(&cfg), end: int64(cfg.Trace.Duration()), app: newLatency(cfg.App.SLO)}
 	e.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
 	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
+	e.classRng = rand.New(rand.NewPCG(cfg.Seed, 3))
+	e.async = newLatency(cfg.AsyncDeadline)
 	e.execKey, e.outKey = &keyedSource{}, &keyedSource{}
 	e.execRng, e.outRng = rand.New(e.execKey), rand.New(e.outKey)
 	slos, cum := functionSLOs(cfg.App)
 	for i, f := range cfg.App.Chain {
 		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: int64(cum[i]), lat: newLatency(slos[i]),
-			queue: policy.NewRunQueue[int32](e.order, policy.RoundLen(cfg.Tick, slos[i])),
-			idle:  newIdlePool(cfg.Nodes)})
+			asyncDeadline: int64(policy.AsyncBudget(cum[i], cfg.App.SLO, cfg.AsyncDeadline)),
+			queue:         policy.NewRunQueue[int32](e.order, policy.RoundLen(cfg.Tick, slos[i])),
+			idle:          newIdlePool(cfg.Nodes)})
 		e.coldStarts = append(e.coldStarts, policy.NewColdStartEstimate(cfg.ColdStart))
 	}
 	e.views = make([]policy.View, len(e.fns))
@@ -289,6 +301,7 @@ func (e *engine) onArrival() {
 		return
 	}
 	e.arrivals++
+	req.class = e.drawClass()
 	e.drawChain(r)
 	e.countInFlight(1)
 	e.enqueue(0, r)
@@ -419,7 +432,7 @@ func (e *engine) reject(fn int32, r int32) {
 	rt := &e.fns[fn]
 	e.note(obsRefuse, fn, -1, e.reqs[r].id)
 	rt.lat.rejected++
-	e.app.rejected++
+	e.classLatency(&e.reqs[r]).rejected++
 	e.rejected++
 	e.sojournNs += float64(e.now - e.reqs[r].arrival)
 	e.countInFlight(-1)
@@ -430,7 +443,10 @@ func (e *engine) reject(fn int32, r int32) {
 // deadline is absolute: the app arrival plus the SLO of every function up
 // to this one, so time lost upstream eats into the slack here.
 func (e *engine) entry(rt *fnRuntime, req *request) policy.Entry {
-	return policy.Entry{Enq: req.enq, Deadline: req.arrival + rt.deadline, Pred: req.pred}
+	if req.class == policy.Async {
+		return policy.Enter(policy.Async, req.enq, req.arrival+rt.asyncDeadline, rt.asyncDeadline-rt.deadline, req.pred)
+	}
+	return policy.Enter(policy.Sync, req.enq, req.arrival+rt.deadline, 0, req.pred)
 }
 
 // counts describes fn to the policy; containers draining for a more
@@ -590,7 +606,7 @@ func (e *engine) advanceRequest(r int32, fn int32) {
 		return
 	}
 	resp := e.now - req.arrival
-	e.app.record(resp, req.queue, req.cold, req.execSum)
+	e.recordDone(req, resp)
 	if e.cfg.OnComplete != nil {
 		e.cfg.OnComplete(req.id, time.Duration(resp))
 	}

@@ -39,8 +39,12 @@ type Result struct {
 	// every request's SLO holds fewer. Both are 0 under Config.NoBound.
 	WorkFloor float64 `json:"work_floor"`
 	Bound     float64 `json:"bound"`
-	// Latency is end to end, against the app SLO.
+	// Latency is end to end, against the app SLO (of the synchronous
+	// requests, when some are async).
 	Latency
+	// Async is the async requests' (Config.AsyncShare), against the async
+	// deadline; nil when there are none.
+	Async *AsyncResult `json:"async,omitempty"`
 
 	// JobsPerContainer is requests served per average live container: the
 	// paper's container utilization, measured so that a policy that
@@ -97,4 +101,12 @@ type Latency struct {
 type CDFPoint struct {
 	Millis   float64 `json:"ms"`
 	Fraction float64 `json:"fraction"`
+}
+
+// AsyncResult is the async requests' share of a run.
+type AsyncResult struct {
+	Requests int64         `json:"requests"`
+	Rejected int64         `json:"rejected"`
+	Deadline time.Duration `json:"deadline"`
+	Latency
 }

@@ -119,6 +119,7 @@ func (e *engine) result() Result {
 	if n := e.app.n; n > 0 {
 		res.ColdStartProb = float64(e.app.coldStarts) / float64(n)
 	}
+	res.Async = e.asyncResult()
 	if res.AvgContainers > 0 {
 		res.JobsPerContainer = float64(e.arrivals) / res.AvgContainers
 	}

@@ -62,6 +62,7 @@ type functionYAML struct {
 	MaxQueue        int               `yaml:"max_queue"`
 	Timeout         string            `yaml:"timeout"`
 	ColdStart       string            `yaml:"cold_start"`
+	AsyncDeadline   string            `yaml:"async_deadline"`
 	Kind            string            `yaml:"kind"`
 	Idempotent      bool              `yaml:"idempotent"`
 }
@@ -244,7 +245,7 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		field string
 		src   string
 		dst   *time.Duration
-	}{{"slo", y.SLO, &f.SLO}, {"timeout", y.Timeout, &f.Timeout}, {"cold_start", y.ColdStart, &f.ColdStart}} {
+	}{{"slo", y.SLO, &f.SLO}, {"timeout", y.Timeout, &f.Timeout}, {"cold_start", y.ColdStart, &f.ColdStart}, {"async_deadline", y.AsyncDeadline, &f.AsyncDeadline}} {
 		if *d.dst, err = parseDuration(d.src); err != nil {
 			return bad("%s: %v", d.field, err)
 		}

@@ -29,7 +29,9 @@ const (
 	MaxQueueBound  = policy.MaxQueueBound
 	MaxChain       = 16
 	MaxTimeout     = 10 * time.Minute
-	MaxEnv         = 256
+	// MaxAsyncDeadline bounds async_deadline.
+	MaxAsyncDeadline = 24 * time.Hour
+	MaxEnv           = 256
 	// MaxFunctions bounds the functions (and the apps) one gateway serves.
 	MaxFunctions = 1000
 )
@@ -42,6 +44,9 @@ const (
 	DefaultMaxQueue    = policy.DefaultMaxQueue
 	DefaultTimeout     = 30 * time.Second
 	DefaultColdStart   = time.Second
+	// DefaultAsyncDeadline is the async deadline of a function that
+	// declares none (or its SLO, if longer).
+	DefaultAsyncDeadline = policy.DefaultAsyncDeadline
 	// DefaultMaxSize is the size range a function whose sizes are body
 	// lengths gets: bytes up to the gateway's default body limit.
 	DefaultMaxSize = 64 << 20
@@ -88,6 +93,9 @@ type Function struct {
 	// ColdStart is the expected cold start the policy plans with until
 	// the runtime has measured one.
 	ColdStart time.Duration
+	// AsyncDeadline is an async invocation's deadline, from its 202: its
+	// deadline class in the policy (policy.Enter); at least the SLO.
+	AsyncDeadline time.Duration
 	// Kind is the Kubernetes object that holds the instances.
 	Kind string
 	// Idempotent says a request may run twice: the gateway then retries
@@ -142,6 +150,7 @@ func (f *Function) Defaults() {
 	setIfZero(&f.MaxQueue, DefaultMaxQueue)
 	setIfZero(&f.Timeout, DefaultTimeout)
 	setIfZero(&f.ColdStart, DefaultColdStart)
+	setIfZero(&f.AsyncDeadline, max(DefaultAsyncDeadline, f.SLO))
 	setIfZero(&f.Kind, KindRTResource)
 	setIfZero(&f.Namespace, DefaultNamespace)
 	if f.MaxScale == 0 {
@@ -177,6 +186,7 @@ func (f *Function) Validate() error {
 		{f.MaxQueue < 1 || f.MaxQueue > MaxQueueBound, fmt.Sprintf("max_queue %d must be in [1, %d]", f.MaxQueue, MaxQueueBound)},
 		{f.Timeout <= 0 || f.Timeout > MaxTimeout, fmt.Sprintf("timeout %v must be in (0, %v]", f.Timeout, MaxTimeout)},
 		{f.ColdStart < 0 || f.ColdStart > MaxTimeout, fmt.Sprintf("cold_start %v must be in [0, %v]", f.ColdStart, MaxTimeout)},
+		{f.AsyncDeadline < f.SLO || f.AsyncDeadline > MaxAsyncDeadline, fmt.Sprintf("async_deadline %v must be in [the slo %v, %v]", f.AsyncDeadline, f.SLO, MaxAsyncDeadline)},
 		{!finitePositive(f.MinSize) || !finitePositive(f.MaxSize) || f.MinSize >= f.MaxSize,
 			fmt.Sprintf("input size range [%v, %v] must be positive, finite and min < max", f.MinSize, f.MaxSize)},
 		{f.Kind != KindRTResource && f.Kind != KindDeployment, fmt.Sprintf("kind %q must be %q or %q", f.Kind, KindRTResource, KindDeployment)},
@@ -254,15 +264,16 @@ const (
 // Annotations that carry Gantry's fields through the OpenFaaS API, whose
 // deployment request has no place for them.
 const (
-	AnnotationSLO         = "gantry.dev/slo"
-	AnnotationCriticality = "gantry.dev/criticality"
-	AnnotationConcurrency = "gantry.dev/concurrency"
-	AnnotationSizeHeader  = "gantry.dev/size-header"
-	AnnotationSizeRange   = "gantry.dev/size-range" // "MIN-MAX"
-	AnnotationMaxQueue    = "gantry.dev/max-queue"
-	AnnotationTimeout     = "gantry.dev/timeout"
-	AnnotationKind        = "gantry.dev/kind"
-	AnnotationIdempotent  = "gantry.dev/idempotent" // "true" or "false"
+	AnnotationSLO           = "gantry.dev/slo"
+	AnnotationCriticality   = "gantry.dev/criticality"
+	AnnotationConcurrency   = "gantry.dev/concurrency"
+	AnnotationSizeHeader    = "gantry.dev/size-header"
+	AnnotationSizeRange     = "gantry.dev/size-range" // "MIN-MAX"
+	AnnotationMaxQueue      = "gantry.dev/max-queue"
+	AnnotationTimeout       = "gantry.dev/timeout"
+	AnnotationAsyncDeadline = "gantry.dev/async-deadline"
+	AnnotationKind          = "gantry.dev/kind"
+	AnnotationIdempotent    = "gantry.dev/idempotent" // "true" or "false"
 	// AnnotationKnativeCriticality is the annotation PREEMPT-FaaS reads
 	// on Knative services; it sets the criticality too.
 	AnnotationKnativeCriticality = "autoscaling.knative.dev/application-criticality-level"
@@ -295,7 +306,7 @@ func (f *Function) applyMeta() error {
 	durs := []struct {
 		key string
 		dst *time.Duration
-	}{{AnnotationSLO, &f.SLO}, {AnnotationTimeout, &f.Timeout}}
+	}{{AnnotationSLO, &f.SLO}, {AnnotationTimeout, &f.Timeout}, {AnnotationAsyncDeadline, &f.AsyncDeadline}}
 	for _, it := range durs {
 		if v, ok := f.Annotations[it.key]; ok {
 			d, err := time.ParseDuration(v)

@@ -15,9 +15,9 @@
 //
 // Commands (datadriven):
 //
-//	setup policy=NAME [slo=D] [cold=D] [tick=D] [window=D] [idle=D] [queue=N] [capacity=N] [seed=N] [refused-by=DRIVER,...]
+//	setup policy=NAME [slo=D] [async=D] [cold=D] [tick=D] [window=D] [idle=D] [queue=N] [capacity=N] [seed=N] [refused-by=DRIVER,...]
 //	NAME slo=D [min=N] [max=N] [crit=N] [plan=AT:N,...]   one input line per function, in chain order
-//	arrive [n=N] [every=D] size=S exec=D[,D...] [out=S[,S...]]
+//	arrive [n=N] [every=D] [class=sync|async] size=S exec=D[,D...] [out=S[,S...]]
 //	run to=D                                        advance the clock, print what happened
 //	budgets                                         print each function's cumulative SLO budget
 //
@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"gantry.dev/gantry/pkg/policy"
 )
 
 // Setup is the app and platform a script declares.
@@ -43,6 +45,9 @@ type Setup struct {
 	Functions []Function
 	// AppSLO is the app's SLO; 0 means the sum of the functions'.
 	AppSLO time.Duration
+	// AsyncDeadline is the app's async deadline (policy.AsyncBudget); 0
+	// means policy.DefaultAsyncDeadline.
+	AsyncDeadline time.Duration
 	// ColdStart is what every instance start takes.
 	ColdStart time.Duration
 	// Tick, Window and IdleTimeout are the driver's (the core's defaults
@@ -75,6 +80,8 @@ type PlanStep struct {
 type Request struct {
 	ID   int
 	Size float64
+	// Class is its deadline class (policy.Enter).
+	Class policy.Class
 	// Exec and Output are, per function, its execution time and output
 	// size (the next function's input size).
 	Exec   []time.Duration
@@ -191,7 +198,7 @@ func (s *script) doSetup(td *datadriven.TestData) (string, error) {
 	durs := []struct {
 		key string
 		v   *time.Duration
-	}{{"slo", &st.AppSLO}, {"cold", &st.ColdStart}, {"tick", &st.Tick}, {"window", &st.Window}, {"idle", &st.IdleTimeout}}
+	}{{"slo", &st.AppSLO}, {"async", &st.AsyncDeadline}, {"cold", &st.ColdStart}, {"tick", &st.Tick}, {"window", &st.Window}, {"idle", &st.IdleTimeout}}
 	for _, a := range durs {
 		if *a.v, err = durationArg(td, a.key, 0); err != nil {
 			return "", err
@@ -293,6 +300,15 @@ func (s *script) doArrive(td *datadriven.TestData) error {
 	}
 	fns := len(s.setup.Functions)
 	r := Request{Size: size, Exec: make([]time.Duration, fns), Output: make([]float64, fns)}
+	if class, ok := stringArg(td, "class"); ok {
+		switch class {
+		case "sync":
+		case "async":
+			r.Class = policy.Async
+		default:
+			return fmt.Errorf("class=%q: want sync or async", class)
+		}
+	}
 	for f := range fns {
 		e := execs[min(f, len(execs)-1)]
 		if r.Exec[f], err = time.ParseDuration(e); err != nil {

@@ -1,0 +1,186 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Queue is the connection to JetStream: the stream of jobs and a consumer
+// per band. It is safe for concurrent use.
+type Queue struct {
+	cfg Config
+	// embedded is the in-process server (nil with Config.URL); tmp its
+	// temporary store, removed at Close.
+	embedded *server.Server
+	tmp      string
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	// bands holds the consumers, least critical first.
+	bands [Bands]jetstream.Consumer
+	// maxPayload is the largest message the server takes.
+	maxPayload int64
+}
+
+// Open connects to the queue (starting the embedded server when
+// Config.URL is empty) and creates or updates the stream and consumers.
+func Open(ctx context.Context, cfg Config) (*Queue, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	q := &Queue{cfg: cfg}
+	if err := q.connect(); err != nil {
+		q.Close()
+		return nil, err
+	}
+	if err := q.declare(ctx); err != nil {
+		q.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *Queue) connect() error {
+	opts := []nats.Option{nats.Name("gantry-gateway"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	url := q.cfg.URL
+	if url == "" {
+		if err := q.startEmbedded(); err != nil {
+			return err
+		}
+		opts = append(opts, nats.InProcessServer(q.embedded))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("%w: connecting to NATS: %v", ErrUnavailable, err)
+	}
+	q.nc = nc
+	q.maxPayload = nc.MaxPayload()
+	q.js, err = jetstream.New(nc)
+	return err
+}
+
+// startEmbedded runs nats-server in this process with JetStream on disk.
+// It listens on no port: the gateway reaches it in-process.
+func (q *Queue) startEmbedded() error {
+	dir := q.cfg.StoreDir
+	if dir == "" {
+		var err error
+		if q.tmp, err = os.MkdirTemp("", "gantry-jetstream-"); err != nil {
+			return err
+		}
+		dir = q.tmp
+	}
+	ns, err := server.NewServer(&server.Options{ServerName: "gantry-embedded", DontListen: true, JetStream: true,
+		StoreDir: dir, MaxPayload: DefaultMaxPayload, NoSigs: true, NoLog: true,
+		JetStreamMaxStore: q.cfg.MaxBytes * 2})
+	if err != nil {
+		return fmt.Errorf("embedded NATS server: %w", err)
+	}
+	ns.Start()
+	q.embedded = ns
+	if !ns.ReadyForConnections(30 * time.Second) {
+		return fmt.Errorf("%w: the embedded NATS server did not start within 30s", ErrUnavailable)
+	}
+	return nil
+}
+
+// declare creates or updates the work-queue stream (a job leaves it when
+// acknowledged) and one durable pull consumer per band.
+func (q *Queue) declare(ctx context.Context) error {
+	_, err := q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: Stream, Subjects: []string{subjectPrefix + ".>"}, Retention: jetstream.WorkQueuePolicy,
+		Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew,
+		MaxMsgs: q.cfg.MaxJobs, MaxBytes: q.cfg.MaxBytes, Duplicates: 2 * time.Minute,
+		Description: "Gantry's async invocations (pkg/async)"})
+	if err != nil {
+		return fmt.Errorf("%w: stream %s: %v", ErrUnavailable, Stream, err)
+	}
+	for b := range Bands {
+		c, err := q.js.CreateOrUpdateConsumer(ctx, Stream, jetstream.ConsumerConfig{
+			Durable: fmt.Sprintf("%s%d", consumerName, b), FilterSubject: fmt.Sprintf("%s.b%d.>", subjectPrefix, b),
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: q.cfg.AckWait, MaxDeliver: -1,
+			MaxAckPending: -1, DeliverPolicy: jetstream.DeliverAllPolicy})
+		if err != nil {
+			return fmt.Errorf("%w: consumer of band %d: %v", ErrUnavailable, b, err)
+		}
+		q.bands[b] = c
+	}
+	return nil
+}
+
+// MaxPayload is the largest body a job may carry (ErrTooLarge past it):
+// the server's largest message less room for the headers.
+func (q *Queue) MaxPayload() int64 { return max(0, q.maxPayload-maxHeaderRoom) }
+
+// maxHeaderRoom is the room kept in a message for the job's headers.
+const maxHeaderRoom = 64 << 10
+
+// Publish stores a job and returns once JetStream acknowledged it: the job
+// is then on disk (and replicated, on a cluster). It returns ErrFull at
+// the queue's bound, ErrTooLarge for a job past MaxPayload, and
+// ErrUnavailable when the queue cannot be reached.
+func (q *Queue) Publish(ctx context.Context, j *Job) error {
+	if int64(len(j.Body)) > q.MaxPayload() {
+		return fmt.Errorf("%w: %d bytes over the queue's limit of %d", ErrTooLarge, len(j.Body), q.MaxPayload())
+	}
+	_, err := q.js.PublishMsg(ctx, j.message())
+	switch {
+	case err == nil:
+		return nil
+	case isFull(err):
+		return fmt.Errorf("%w: %v", ErrFull, err)
+	case errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+	}
+	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+}
+
+// isFull reports JetStream refusing a message at the stream's bounds
+// (DiscardNew).
+func isFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return strings.Contains(apiErr.Description, "maximum messages") || strings.Contains(apiErr.Description, "maximum bytes")
+}
+
+// Depth is the jobs stored: waiting, or running and not yet acknowledged.
+func (q *Queue) Depth(ctx context.Context) (uint64, error) {
+	s, err := q.js.Stream(ctx, Stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Msgs, nil
+}
+
+// Close drains the connection (acknowledgements in flight reach the
+// server) and stops the embedded server.
+func (q *Queue) Close() {
+	if q.nc != nil {
+		_ = q.nc.Drain()
+		for i := 0; i < 100 && !q.nc.IsClosed(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		q.nc.Close()
+	}
+	if q.embedded != nil {
+		q.embedded.Shutdown()
+		q.embedded.WaitForShutdown()
+	}
+	if q.tmp != "" {
+		_ = os.RemoveAll(q.tmp)
+	}
+}

@@ -1,0 +1,292 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gantry.dev/gantry/pkg/async"
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/callid"
+	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/stack"
+)
+
+// startAsyncGateway serves a stack with the embedded JetStream queue,
+// stored in a folder of the test's.
+func startAsyncGateway(t *testing.T, s *stack.Stack, ac async.Config) *Server {
+	t.Helper()
+	if ac.StoreDir == "" {
+		ac.StoreDir = t.TempDir()
+	}
+	if ac.CallbackBackoff == 0 {
+		ac.CallbackBackoff = 10 * time.Millisecond
+	}
+	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", Stack: s,
+		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
+		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
+		Gateway:  Config{MaxBody: 1 << 20}, Async: &ac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv
+}
+
+// callback is what a callback receiver got.
+type callback struct {
+	header http.Header
+	body   string
+}
+
+// receiver is a callback URL on loopback: it records every callback and
+// answers each with the status answer returns (200 when nil).
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	got    []callback
+	answer func(n int) int
+	ch     chan callback
+}
+
+func newReceiver(t *testing.T, answer func(n int) int) *receiver {
+	r := &receiver{answer: answer, ch: make(chan callback, 10000)}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		c := callback{header: req.Header.Clone(), body: string(b)}
+		r.mu.Lock()
+		r.got = append(r.got, c)
+		n := len(r.got)
+		r.mu.Unlock()
+		status := http.StatusOK
+		if r.answer != nil {
+			status = r.answer(n)
+		}
+		w.WriteHeader(status)
+		if status < 300 {
+			r.ch <- c
+		}
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+// next waits for the next callback the receiver accepted.
+func (r *receiver) next(t *testing.T) callback {
+	t.Helper()
+	select {
+	case c := <-r.ch:
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("no callback within 30s")
+		return callback{}
+	}
+}
+
+func postAsync(t *testing.T, url, body, cb string) (int, string) {
+	t.Helper()
+	hdr := map[string]string{}
+	if cb != "" {
+		hdr[async.CallbackHeader] = cb
+	}
+	code, msg, h := do(t, http.MethodPost, url, body, hdr)
+	if code == http.StatusAccepted {
+		return code, h.Get(callid.Header)
+	}
+	return code, msg
+}
+
+func TestAsyncInvocationCallsBackWithOpenFaaSHeaders(t *testing.T) {
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "upper", "upper")}}, async.Config{})
+	rcv := newReceiver(t, nil)
+	code, id := postAsync(t, srv.URL()+"/async-function/upper.openfaas-fn/some/path", "hello", rcv.URL)
+	if code != http.StatusAccepted || id == "" {
+		t.Fatalf("async invoke: %d %q, want 202 with an X-Call-Id", code, id)
+	}
+	c := rcv.next(t)
+	if c.body != "HELLO" {
+		t.Errorf("callback body %q, want the function's answer HELLO", c.body)
+	}
+	for k, want := range map[string]string{callid.Header: id, async.StatusHeader: "200", async.FunctionHeader: "upper"} {
+		if got := c.header.Get(k); got != want {
+			t.Errorf("callback header %s = %q, want %q", k, got, want)
+		}
+	}
+	if d, err := strconv.ParseFloat(c.header.Get(async.DurationHeader), 64); err != nil || d <= 0 {
+		t.Errorf("callback %s = %q, want a positive duration", async.DurationHeader, c.header.Get(async.DurationHeader))
+	}
+	// A client's own call ID is kept; bad requests are refused at once.
+	_, _, h := do(t, http.MethodPost, srv.URL()+"/async-function/upper", "x", map[string]string{callid.Header: "my-call-1"})
+	if got := h.Get(callid.Header); got != "my-call-1" {
+		t.Errorf("X-Call-Id %q, want the client's my-call-1", got)
+	}
+	for _, c := range []struct {
+		method, path, cb string
+		want             int
+	}{
+		{http.MethodPost, "/async-function/nope", "", http.StatusNotFound},
+		{http.MethodPost, "/async-function/upper", "ftp://x", http.StatusBadRequest},
+		{http.MethodPost, "/async-function/upper", "not a url", http.StatusBadRequest},
+		{http.MethodGet, "/async-function/upper", "", http.StatusMethodNotAllowed},
+	} {
+		hdr := map[string]string{}
+		if c.cb != "" {
+			hdr[async.CallbackHeader] = c.cb
+		}
+		if code, msg, _ := do(t, c.method, srv.URL()+c.path, "x", hdr); code != c.want || msg == "" {
+			t.Errorf("%s %s (callback %q): %d %q, want %d with a reason", c.method, c.path, c.cb, code, msg, c.want)
+		}
+	}
+	if code, msg, _ := do(t, http.MethodPost, srv.URL()+"/async-function/upper", strings.Repeat("x", 2<<20), nil); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the limit: %d %q, want 413", code, msg)
+	}
+}
+
+// metricValue reads one series from the gateway's /metrics.
+func metricValue(t *testing.T, srv *Server, series string) float64 {
+	t.Helper()
+	_, body, _ := do(t, http.MethodGet, srv.URL()+"/metrics", "", nil)
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// A callback that fails is retried with backoff up to the bound, then
+// given up and counted; one that fails once is delivered on its retry.
+// Either way the job is acknowledged: the queue ends empty.
+func TestAsyncCallbackIsRetriedThenGivenUpAfterTheBound(t *testing.T) {
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}},
+		async.Config{CallbackRetries: 2})
+	failing := newReceiver(t, func(int) int { return http.StatusInternalServerError })
+	if code, msg := postAsync(t, srv.URL()+"/async-function/echo", "a", failing.URL); code != http.StatusAccepted {
+		t.Fatalf("%d %s", code, msg)
+	}
+	waitUntil(t, "the callback given up", func() bool {
+		return metricValue(t, srv, `gantry_async_callbacks_total{outcome="given_up"}`) == 1
+	})
+	if n := failing.count(); n != 3 {
+		t.Errorf("%d callback attempts, want 3 (the first and 2 retries)", n)
+	}
+	once := newReceiver(t, func(n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	_, id := postAsync(t, srv.URL()+"/async-function/echo", "b", once.URL)
+	if c := once.next(t); c.header.Get(callid.Header) != id || c.body != "b" {
+		t.Errorf("retried callback %q for %s, want b for %s", c.body, c.header.Get(callid.Header), id)
+	}
+	if n := once.count(); n != 2 {
+		t.Errorf("%d attempts, want 2", n)
+	}
+	// A receiver that refuses with a 4xx is not retried.
+	refusing := newReceiver(t, func(int) int { return http.StatusNotFound })
+	postAsync(t, srv.URL()+"/async-function/echo", "c", refusing.URL)
+	waitUntil(t, "the refused callback given up", func() bool {
+		return metricValue(t, srv, `gantry_async_callbacks_total{outcome="given_up"}`) == 2
+	})
+	if n := refusing.count(); n != 1 {
+		t.Errorf("%d attempts at a receiver answering 404, want 1", n)
+	}
+	waitUntil(t, "the queue empty", func() bool {
+		n, err := srv.queue.Depth(context.Background())
+		return err == nil && n == 0
+	})
+}
+
+// blockingReceiver holds every callback until release is closed, so the
+// jobs stay unacknowledged in the queue.
+func blockingReceiver(t *testing.T) (*receiver, chan struct{}) {
+	release := make(chan struct{})
+	r := newReceiver(t, func(int) int { <-release; return http.StatusOK })
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	return r, release
+}
+
+// The queue holds at most its bound of jobs, waiting or running; past it
+// the gateway answers 429 with Retry-After, and stores nothing.
+func TestAsyncQueuePastItsBoundAnswers429(t *testing.T) {
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}},
+		async.Config{MaxJobs: 2, Workers: 1})
+	rcv, release := blockingReceiver(t)
+	for i := range 2 {
+		if code, msg := postAsync(t, srv.URL()+"/async-function/echo", "x", rcv.URL); code != http.StatusAccepted {
+			t.Fatalf("job %d: %d %s", i, code, msg)
+		}
+	}
+	code, msg, h := do(t, http.MethodPost, srv.URL()+"/async-function/echo", "x", map[string]string{async.CallbackHeader: rcv.URL})
+	if code != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(msg, "full") {
+		t.Fatalf("past the bound: %d %q (Retry-After %q), want 429 saying the queue is full", code, msg, h.Get("Retry-After"))
+	}
+	if v := metricValue(t, srv, `gantry_async_refused_total{reason="full"}`); v != 1 {
+		t.Errorf("refused{full} = %v, want 1", v)
+	}
+	close(release)
+	for range 2 {
+		rcv.next(t)
+	}
+	waitUntil(t, "room again", func() bool {
+		n, err := srv.queue.Depth(context.Background())
+		return err == nil && n == 0
+	})
+	if code, msg := postAsync(t, srv.URL()+"/async-function/echo", "x", rcv.URL); code != http.StatusAccepted {
+		t.Errorf("after the queue emptied: %d %s, want 202", code, msg)
+	}
+}
+
+// Workers pull the more critical band first: with the one worker busy,
+// jobs of a critical function queued after a less critical one's run
+// before them.
+func TestAsyncMoreCriticalFunctionsArePulledFirst(t *testing.T) {
+	low, high := instanceFunction(t, "low", "echo"), instanceFunction(t, "high", "echo")
+	high.Criticality = 90
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{low, high}}, async.Config{Workers: 1})
+	blocker, release := blockingReceiver(t)
+	postAsync(t, srv.URL()+"/async-function/low", "first", blocker.URL)
+	waitUntil(t, "the worker busy with the first job", func() bool { return blocker.count() == 1 })
+	rcv := newReceiver(t, nil)
+	for i := range 3 {
+		postAsync(t, srv.URL()+"/async-function/low", "low"+strconv.Itoa(i), rcv.URL)
+	}
+	for i := range 3 {
+		postAsync(t, srv.URL()+"/async-function/high", "high"+strconv.Itoa(i), rcv.URL)
+	}
+	close(release)
+	var order []string
+	for range 6 {
+		order = append(order, rcv.next(t).body)
+	}
+	if got := strings.Join(order, " "); got != "high0 high1 high2 low0 low1 low2" {
+		t.Errorf("callbacks in order %s, want the critical function's three first, each band in order", got)
+	}
+}
