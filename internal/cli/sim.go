@@ -29,6 +29,9 @@ type simFlags struct {
 	execDist                                   string
 	execMean                                   time.Duration
 	json                                       bool
+	coldStartDist                              string
+	keepAlive                                  time.Duration
+	coldBoot                                   bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -66,6 +69,9 @@ func newSimCmd() *cobra.Command {
 	fl.IntVar(&f.nodes, "nodes", sim.DefaultNodes, "cluster nodes")
 	fl.IntVar(&f.coresPerNode, "cores-per-node", sim.DefaultCoresPerNode, "cores per node (one container per core)")
 	fl.DurationVar(&f.coldStart, "cold-start", sim.DefaultColdStart, "container cold-start time")
+	fl.StringVar(&f.coldStartDist, "cold-start-dist", "const", fmt.Sprintf("distribution of each cold start %v, with mean --cold-start (not const: no bound column, no oracle)", sim.ColdStartDists()))
+	fl.DurationVar(&f.keepAlive, "keep-alive", policy.CommercialKeepAlive, "commercial's keep-alive: an idle instance expires this long after its last request (needs commercial in --policies)")
+	fl.BoolVar(&f.coldBoot, "cold-boot", false, "start the cluster empty instead of prewarmed for the trace's first window")
 	fl.IntVar(&f.maxQueue, "max-queue", sim.DefaultMaxQueue, fmt.Sprintf("requests that may wait per function, as the gateway's max_queue; past it a request is rejected (HTTP 429 live) (at most %d)", sim.MaxQueueBound))
 	fl.StringVar(&f.out, "out", "", "write results.csv, results.json, report.md and plots/ into this directory")
 	fl.BoolVar(&f.json, "json", false, `print one JSON object {"runs":[...]} on stdout`)
@@ -79,6 +85,7 @@ func newSimCmd() *cobra.Command {
 var usageSentinels = []error{
 	workload.ErrUnknownApp, workload.ErrUnknownDist, workload.ErrBadSize, trace.ErrUnknownTrace, policy.ErrUnknownPolicy,
 	trace.ErrBadRate, trace.ErrBadDuration, trace.ErrTooLarge, experiment.ErrBadSpec, experiment.ErrBadPlan,
+	sim.ErrNoRequests, sim.ErrColdStartTooLong, sim.ErrColdStartDist, sim.ErrKeepAlive,
 }
 
 func asUsage(err error) error {
@@ -122,8 +129,32 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--azure-function needs --trace-file")
 	case f.experiment == "" && changed("large-duration"):
 		return usagef("--large-duration only applies to --experiment paper")
+	case !slices.Contains(sim.ColdStartDists(), f.coldStartDist):
+		return usagef("--cold-start-dist must be one of %v, got %q", sim.ColdStartDists(), f.coldStartDist)
+	case changed("keep-alive") && (f.keepAlive <= 0 || f.keepAlive > sim.MaxKeepAlive):
+		return usagef("--keep-alive must be in (0, %v], got %v", sim.MaxKeepAlive, f.keepAlive)
+	}
+	if err := checkPolicyFlags(cmd, f); err != nil {
+		return err
 	}
 	return checkBounds(cmd, f)
+}
+
+// checkPolicyFlags refuses the flags that the listed policies would
+// ignore: a keep-alive only commercial honours, a cold-start distribution
+// the oracle cannot plan with.
+func checkPolicyFlags(cmd *cobra.Command, f *simFlags) error {
+	policies, err := experiment.ParsePolicies(f.policies)
+	if err != nil {
+		return asUsage(err)
+	}
+	if cmd.Flags().Changed("keep-alive") && !slices.Contains(policies, "commercial") {
+		return usagef("--keep-alive sets commercial's keep-alive; add commercial to --policies")
+	}
+	if f.coldStartDist != "const" && slices.Contains(policies, "oracle") {
+		return usagef("--cold-start-dist %s: the oracle plans with a constant cold start; drop it from --policies", f.coldStartDist)
+	}
+	return nil
 }
 
 // checkBounds holds the flags to the simulator's bounds before anything is
@@ -148,6 +179,12 @@ func checkBounds(cmd *cobra.Command, f *simFlags) error {
 			return usageError{err}
 		}
 	}
+	switch {
+	case f.coldStart >= f.duration && f.duration >= time.Second && (f.traceFile == "" || changed("duration")):
+		return usagef("--cold-start (%v) must be shorter than --duration (%v): a run lasts until its last cold start ends, so longer cold starts make each policy's span, and its mean live containers, differ", f.coldStart, f.duration)
+	case f.experiment != "" && f.coldStart >= f.largeDuration:
+		return usagef("--cold-start (%v) must be shorter than --large-duration (%v)", f.coldStart, f.largeDuration)
+	}
 	return nil
 }
 
@@ -167,6 +204,10 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		Nodes: f.nodes, CoresPerNode: f.coresPerNode, ColdStart: f.coldStart,
 		MinSize: f.minSize, MaxSize: f.maxSize, MaxQueue: f.maxQueue,
 		ExecDist: f.execDist, ExecMean: f.execMean,
+		ColdStartDist: f.coldStartDist, ColdBoot: f.coldBoot,
+	}
+	if cmd.Flags().Changed("keep-alive") {
+		spec.KeepAlive = f.keepAlive
 	}
 	if cmd.Flags().Changed("peak") {
 		spec.Peak = f.peak
@@ -183,7 +224,9 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
 	if err != nil {
-		return keepFinished(cmd, f, records, len(jobs), err)
+		// A run can still find the input unusable (no request arrived
+		// in a replayed file): that is the user's to fix, so it exits 2.
+		return asUsage(keepFinished(cmd, f, records, len(jobs), err))
 	}
 	doc := report.Document{Title: "Gantry simulation", Intro: jobs[0].Describe(), Records: records,
 		PerFunction: true, Traces: experiment.Traces(jobs, false)}
@@ -206,7 +249,8 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 	if f.experiment != "paper" {
 		return usagef("unknown experiment %q (known: paper)", f.experiment)
 	}
-	for _, name := range []string{"app", "dist", "trace", "trace-file", "rate", "peak", "nodes", "cores-per-node", "min-size", "max-size"} {
+	for _, name := range []string{"app", "dist", "trace", "trace-file", "rate", "peak", "nodes", "cores-per-node", "min-size", "max-size",
+		"cold-start-dist", "keep-alive", "cold-boot"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s cannot be combined with --experiment paper, which fixes it", name)
 		}

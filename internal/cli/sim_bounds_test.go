@@ -43,6 +43,16 @@ func TestSimFlagsAndFilesBeyondTheBoundsExitCleanly(t *testing.T) {
 		{[]string{"--max-queue", "10000000"}, 2, "--max-queue must be in"},
 		{[]string{"--peak", "900000", "--duration", "2h"}, 2, "requests, above"},
 		{[]string{"--trace-file", huge}, 1, "line 3"},
+		{[]string{"--max-size", "1e10"}, 2, "beyond 1h0m0s; the largest maximum within it is"},
+		{[]string{"--app", "synthetic", "--exec-mean", "500ns"}, 2, "shortest execution time"},
+		{[]string{"--rate", "0.001", "--duration", "10s", "--policies", "atoll"}, 2, "no request arrived"},
+		{[]string{"--cold-start", "30s", "--duration", "10s"}, 2, "must be shorter than --duration"},
+		{[]string{"--experiment", "paper", "--large-duration", "1s"}, 2, "must be shorter than --large-duration"},
+		{[]string{"--cold-start-dist", "pareto"}, 2, "--cold-start-dist must be one of"},
+		{[]string{"--cold-start-dist", "exp", "--policies", "gantry,oracle"}, 2, "constant cold start"},
+		{[]string{"--keep-alive", "1m", "--policies", "gantry"}, 2, "add commercial"},
+		{[]string{"--keep-alive", "-1s", "--policies", "commercial"}, 2, "--keep-alive must be in"},
+		{[]string{"--experiment", "paper", "--cold-boot"}, 2, "cannot be combined with --experiment paper"},
 		{[]string{"--trace-file", big, "--rate", "900000"}, 2, "requests, above"},
 	}
 	for _, c := range cases {

@@ -105,7 +105,7 @@ func TestSimPaperExperimentWritesTheComparison(t *testing.T) {
 		t.Skip("runs the paper matrix at a tiny duration")
 	}
 	out := filepath.Join(t.TempDir(), "paper")
-	stdout, stderr, _, err := gantry(t, "sim", "--experiment", "paper", "--duration", "3s", "--large-duration", "1s",
+	stdout, stderr, _, err := gantry(t, "sim", "--experiment", "paper", "--duration", "3s", "--large-duration", "2s",
 		"--policies", "atoll,cypress", "--out", out, "--json")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)

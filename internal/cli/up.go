@@ -80,7 +80,7 @@ on a capacity-bounded runtime, with and without criticality.`,
 	fs := cmd.Flags()
 	fs.StringVar(&policies, "policy", strings.Join(liverun.DefaultPolicies, ","),
 		fmt.Sprintf("policies to compare, comma-separated, one gateway each: of %v", policy.Names()))
-	fs.StringVar(&cfg.App, "app", liverun.DefaultApp, fmt.Sprintf("example app to drive: one of %v", workload.Names()))
+	fs.StringVar(&cfg.App, "app", liverun.DefaultUpApp, fmt.Sprintf("example app to drive: one of %v", workload.Names()))
 	fs.StringVar(&cfg.Trace, "trace", liverun.DefaultUpTrace, fmt.Sprintf("arrival trace: one of %v", trace.Names()))
 	fs.Float64Var(&cfg.Rate, "rate", liverun.DefaultUpRate, fmt.Sprintf("mean requests per second, up to %d", liverun.MaxRate))
 	fs.StringVar(&cfg.Dist, "dist", "uniform", fmt.Sprintf("input-size distribution: one of %v", workload.DistNames()))
@@ -193,7 +193,12 @@ func (p *progressPrinter) draw(arms []liverun.ArmProgress) {
 	if p.tty && p.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", p.drawn) // back to the block's first line
 	}
+	width := 0
 	for _, a := range arms {
+		width = max(width, len(a.Name))
+	}
+	for _, a := range arms {
+		fmt.Fprintf(&b, "%-*s ", width, a.Name)
 		b.WriteString(progressText(a))
 		if p.tty {
 			b.WriteString("\x1b[K") // clear what a longer line left
@@ -204,7 +209,7 @@ func (p *progressPrinter) draw(arms []liverun.ArmProgress) {
 	_, _ = io.WriteString(p.w, b.String())
 }
 
-// progressText is one arm's line: phase and time, requests done, live
+// progressText is one arm's line after its name: phase and time, requests done, live
 // instances, the phase's p99 and SLO compliance, and errors.
 func progressText(a liverun.ArmProgress) string {
 	slo, p99 := "   –   ", "–"
@@ -212,8 +217,8 @@ func progressText(a liverun.ArmProgress) string {
 		slo = fmt.Sprintf("%6.2f%%", 100*a.SLOCompliance)
 		p99 = a.P99.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("%-10s %-7s %4.0fs/%.0fs  done %6d  live %4d  p99 %7s  SLO %s  errors %d",
-		a.Name, a.Phase, a.Elapsed.Seconds(), a.Total.Seconds(), a.Done, a.Live,
+	return fmt.Sprintf("%-7s %4.0fs/%.0fs  done %6d  live %4d  p99 %7s  SLO %s  errors %d",
+		a.Phase, a.Elapsed.Seconds(), a.Total.Seconds(), a.Done, a.Live,
 		p99, slo, a.Errors)
 }
 

@@ -2,6 +2,8 @@ package bound
 
 import (
 	"container/heap"
+	"context"
+	"fmt"
 	"slices"
 )
 
@@ -33,19 +35,23 @@ type Step struct {
 // release is within a cold start of time 0 and no warm container is left)
 // runs as early as it can; missed counts them.
 func Schedule(jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, steps []Step, missed int) {
-	order := make([]int32, len(jobs))
-	for i := range order {
-		order[i] = int32(i)
+	ends, steps, missed, _ = ScheduleContext(context.Background(), jobs, cold, prewarm, maxQueue)
+	return ends, steps, missed
+}
+
+// checkEvery is how many jobs ScheduleContext handles between two looks
+// at its context: at about 100 ns a job, a few milliseconds.
+const checkEvery = 1 << 16
+
+// ScheduleContext is Schedule that stops when ctx ends, within checkEvery
+// jobs of sorting or planning (the oracle plans ten million requests in
+// seconds, longer than a SIGTERM may wait), and returns an error wrapping
+// context.Cause(ctx).
+func ScheduleContext(ctx context.Context, jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, steps []Step, missed int, err error) {
+	order, err := releaseOrder(ctx, jobs, checkEvery)
+	if err != nil {
+		return nil, nil, 0, err
 	}
-	slices.SortStableFunc(order, func(x, y int32) int {
-		a, b := &jobs[x], &jobs[y]
-		switch {
-		case a.Release != b.Release:
-			return cmp64(a.Release, b.Release)
-		default:
-			return cmp64(a.Deadline, b.Deadline)
-		}
-	})
 	ends = make([]int64, len(jobs))
 	var (
 		busy  freeHeap // containers running, by when they free
@@ -59,7 +65,10 @@ func Schedule(jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, 
 		idle = append(idle, ctr{free: 0})
 		edges = append(edges, Step{At: 0, Live: +1})
 	}
-	for _, i := range order {
+	for n, i := range order {
+		if n%checkEvery == 0 && ctx.Err() != nil {
+			return nil, nil, 0, stopped(ctx, n, len(order))
+		}
 		j := &jobs[i]
 		for busy.Len() > 0 && busy[0].free <= j.Release {
 			idle = append(idle, heap.Pop(&busy).(ctr))
@@ -113,7 +122,74 @@ func Schedule(jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, 
 		}
 		steps = append(steps, Step{At: e.At, Live: live})
 	}
-	return ends, steps, missed
+	return ends, steps, missed, nil
+}
+
+func stopped(ctx context.Context, done, total int) error {
+	return fmt.Errorf("bound: stopped planning after %d of %d jobs: %w", done, total, context.Cause(ctx))
+}
+
+// byRelease orders jobs by release, then deadline.
+func byRelease(jobs []Job) func(x, y int32) int {
+	return func(x, y int32) int {
+		a, b := &jobs[x], &jobs[y]
+		if a.Release != b.Release {
+			return cmp64(a.Release, b.Release)
+		}
+		return cmp64(a.Deadline, b.Deadline)
+	}
+}
+
+// releaseOrder is the indices of jobs stably sorted by release, then
+// deadline. Jobs already in that order (the first function's, released at
+// arrival) are not sorted again. Otherwise runs of run jobs are sorted
+// and merged pairwise, looking at ctx between runs and every checkEvery
+// merged jobs, so that a large sort can be stopped.
+func releaseOrder(ctx context.Context, jobs []Job, run int) ([]int32, error) {
+	order := make([]int32, len(jobs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	less := byRelease(jobs)
+	if slices.IsSortedFunc(order, less) {
+		return order, nil
+	}
+	for lo := 0; lo < len(order); lo += run {
+		if ctx.Err() != nil {
+			return nil, stopped(ctx, 0, len(order))
+		}
+		slices.SortStableFunc(order[lo:min(len(order), lo+run)], less)
+	}
+	buf := make([]int32, len(order))
+	for width := run; width < len(order); width *= 2 {
+		for lo := 0; lo < len(order); lo += 2 * width {
+			mid, hi := min(len(order), lo+width), min(len(order), lo+2*width)
+			if err := merge(ctx, buf[lo:hi], order[lo:mid], order[mid:hi], less); err != nil {
+				return nil, err
+			}
+		}
+		order, buf = buf, order
+	}
+	return order, nil
+}
+
+// merge merges the sorted a and b into dst, taking from a on ties (so the
+// merge is stable).
+func merge(ctx context.Context, dst, a, b []int32, less func(x, y int32) int) error {
+	i, j := 0, 0
+	for k := range dst {
+		if k%checkEvery == 0 && ctx.Err() != nil {
+			return stopped(ctx, 0, len(dst))
+		}
+		if j >= len(b) || (i < len(a) && less(a[i], b[j]) <= 0) {
+			dst[k] = a[i]
+			i++
+		} else {
+			dst[k] = b[j]
+			j++
+		}
+	}
+	return nil
 }
 
 // Area is the container-time of a plan's steps up to end.

@@ -45,6 +45,11 @@ type Spec struct {
 	// (App workload.SyntheticApp); Dist is then ignored.
 	ExecDist string
 	ExecMean time.Duration
+	// ColdStartDist, KeepAlive and ColdBoot are passed to every run
+	// (sim.Config's fields of the same names).
+	ColdStartDist string
+	KeepAlive     time.Duration
+	ColdBoot      bool
 }
 
 // Jobs validates the spec and makes one job per policy.
@@ -61,8 +66,17 @@ func (s Spec) Jobs() ([]Job, error) {
 		return nil, err
 	}
 	base := sim.Config{App: app, Dist: dist, Trace: tr, Seed: s.Seed,
-		Nodes: s.Nodes, CoresPerNode: s.CoresPerNode, ColdStart: s.ColdStart, MaxQueue: s.MaxQueue}
-	return PolicyJobs(base, s.Policies, "", ""), nil
+		Nodes: s.Nodes, CoresPerNode: s.CoresPerNode, ColdStart: s.ColdStart, MaxQueue: s.MaxQueue,
+		ColdStartDist: s.ColdStartDist, ColdBoot: s.ColdBoot}
+	jobs := PolicyJobs(base, s.Policies, "", "")
+	for i := range jobs {
+		// Only the policy with a fixed keep-alive takes one; sim refuses
+		// it elsewhere, and the caller asked for it with that policy.
+		if caps, err := policy.CapsFor(jobs[i].Config.Policy); err == nil && caps.Instances.KeepAlive > 0 {
+			jobs[i].Config.KeepAlive = s.KeepAlive
+		}
+	}
+	return jobs, nil
 }
 
 func (s Spec) validate() error {

@@ -36,6 +36,11 @@ var (
 )
 
 const (
+	// DefaultUpApp is one function whose execution time grows 20-fold
+	// with its input size, up to near its SLO (36-729 ms against 875 ms):
+	// a chain of three would triple the instance processes that four
+	// gateways start on a 2-core machine.
+	DefaultUpApp = "sentiment-analysis"
 	// DefaultUpTrace is bursty: the twitter trace's rate swings within
 	// seconds, so a policy that sizes for the mean misses the SLO.
 	DefaultUpTrace = "twitter"
@@ -53,9 +58,11 @@ const (
 	// default (10 min) outlasts the whole run, so an instance started in
 	// a burst would stay to the end and no policy's count could fall.
 	DefaultUpIdleTimeout = 30 * time.Second
-	// DefaultUpCapacity bounds each gateway's instances alike, above what
-	// any policy needs at the default rate.
-	DefaultUpCapacity = 64
+	// DefaultUpCapacity bounds each gateway's instances alike: above what
+	// the simulator has any policy need at the default rate (at most 14,
+	// gantry), and low enough that a storm of starts on a busy machine
+	// cannot take it down.
+	DefaultUpCapacity = 32
 )
 
 // UpConfig is one side-by-side run of `gantry up`.
@@ -93,7 +100,7 @@ func (c *UpConfig) defaults() error {
 	if len(c.Policies) == 0 {
 		c.Policies = slices.Clone(DefaultPolicies)
 	}
-	setDefault(&c.App, DefaultApp)
+	setDefault(&c.App, DefaultUpApp)
 	setDefault(&c.Trace, DefaultUpTrace)
 	setDefault(&c.Dist, "uniform")
 	setDefault(&c.Functions, FunctionsReplay)

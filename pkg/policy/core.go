@@ -114,6 +114,14 @@ func newCore(name string, p parts, spec Spec) (*core, error) {
 		c.fns[i] = fnState{spec: f, exec: profile.NewFitter(profile.DefaultMinSamples),
 			out: profile.NewFitter(profile.DefaultMinSamples), execScale: 1}
 	}
+	if spec.KeepAlive > 0 {
+		if p.instances == nil || p.instances.KeepAlive <= 0 {
+			return nil, fmt.Errorf("%w: policy %s has no fixed keep-alive to set to %v", ErrBadSpec, name, spec.KeepAlive)
+		}
+		inst := *p.instances
+		inst.KeepAlive = spec.KeepAlive
+		c.p.instances = &inst
+	}
 	if err := c.initLoad(); err != nil {
 		return nil, err
 	}

@@ -63,6 +63,10 @@ type Spec struct {
 	// index Truth.Rate.
 	Start time.Time
 	Seed  uint64
+	// KeepAlive, when positive, replaces CommercialKeepAlive in the caps
+	// of a policy with an exact keep-alive (Instances.KeepAlive); New
+	// refuses it for any other policy, which would ignore it.
+	KeepAlive time.Duration
 	// Truth is the ground truth; only the oracle policy reads it and it is
 	// required for that policy alone.
 	Truth *Truth

@@ -152,7 +152,10 @@ func clairvoyantPlan(ctx context.Context, cfg *Config) ([][]policy.PlanStep, err
 		if cfg.MaxQueue > 0 {
 			q = max(1, cfg.MaxQueue/4)
 		}
-		ends, steps, _ := bound.Schedule(jobs, int64(cfg.ColdStart), warm[f], q)
+		ends, steps, _, err := bound.ScheduleContext(ctx, jobs, int64(cfg.ColdStart), warm[f], q)
+		if err != nil {
+			return nil, err
+		}
 		release = ends
 		for _, s := range steps {
 			out[f] = append(out[f], policy.PlanStep{At: time.Duration(s.At), Live: s.Live})

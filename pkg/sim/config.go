@@ -8,6 +8,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
@@ -40,7 +41,13 @@ const (
 	MaxCoresPerNode = 4096
 	MaxColdStart    = time.Hour
 	MaxQueueBound   = policy.MaxQueueBound
+	MaxKeepAlive    = 24 * time.Hour
 )
+
+// ColdStartDists lists the cold-start distributions (Config.ColdStartDist):
+// const, exp (exponential), uniform on (0, 2·mean], and lognormal with a
+// coefficient of variation of 1.
+func ColdStartDists() []string { return []string{"const", "exp", "uniform", "lognormal"} }
 
 var (
 	// ErrBadConfig is returned for a Config that cannot be simulated.
@@ -49,6 +56,18 @@ var (
 	// invariant (a request completing twice, a lost request). It indicates
 	// a bug, never bad input.
 	ErrInvariant = errors.New("sim: internal invariant broken")
+	// ErrNoRequests is returned for a run in which no request arrived (a
+	// rate too small for the trace's length): there is nothing to report,
+	// and 0% compliance would read as a result.
+	ErrNoRequests = errors.New("sim: no request arrived in the trace; raise the rate or the duration")
+	// ErrColdStartDist marks an unknown cold-start distribution, or one
+	// the policy cannot plan with.
+	ErrColdStartDist = errors.New("bad cold-start distribution")
+	// ErrKeepAlive marks a keep-alive out of range, or one the policy
+	// would ignore.
+	ErrKeepAlive = errors.New("bad keep-alive")
+	// ErrColdStartTooLong marks a cold start at least as long as the trace.
+	ErrColdStartTooLong = errors.New("cold start too long for the trace")
 )
 
 // Config describes one simulation run.
@@ -86,6 +105,18 @@ type Config struct {
 	// a stack file's criticality does live: when the cluster is full, a
 	// function takes room from a less critical one (policy.Preempts).
 	Criticality []int
+
+	// ColdStartDist is the distribution of each container's cold start,
+	// with mean ColdStart: ColdStartDists() ("" is "const"). Under a
+	// distribution other than const, the work floor and the clairvoyant
+	// bound (which assume every start takes ColdStart) are not computed
+	// and the oracle is refused.
+	ColdStartDist string
+
+	// KeepAlive, when positive, replaces policy.CommercialKeepAlive for a
+	// policy with an exact keep-alive (commercial); it is refused for the
+	// others, which would ignore it.
+	KeepAlive time.Duration
 
 	// ColdBoot starts the cluster empty. By default every function starts
 	// with warm containers for the trace's initial load (see prewarm), so
@@ -149,11 +180,45 @@ func (c *Config) validate() error {
 	if err := c.validateAsync(); err != nil {
 		return err
 	}
+	// A run lasts until its last request completes, so with a cold start
+	// as long as the trace each policy's span would be set by its own
+	// cold starts, and mean live containers (container-time over span)
+	// would not compare across policies.
+	if d := c.Trace.Duration(); c.ColdStart >= d {
+		return fmt.Errorf("%w: %w: cold start %v must be shorter than the trace (%v)", ErrBadConfig, ErrColdStartTooLong, c.ColdStart, d)
+	}
 	if err := c.validateScale(); err != nil {
+		return err
+	}
+	if err := c.validateColdStart(); err != nil {
 		return err
 	}
 	return c.validateCluster()
 }
+
+// validateColdStart checks the cold-start distribution and the keep-alive
+// against the policy that would have to honour them.
+func (c *Config) validateColdStart() error {
+	if c.ColdStartDist != "" && !slices.Contains(ColdStartDists(), c.ColdStartDist) {
+		return fmt.Errorf("%w: %w %q (known: %v)", ErrBadConfig, ErrColdStartDist, c.ColdStartDist, ColdStartDists())
+	}
+	if c.randomColdStart() && c.Custom == nil && c.Policy == "oracle" {
+		return fmt.Errorf("%w: %w: the oracle plans with a constant cold start; cold-start distribution %q", ErrBadConfig, ErrColdStartDist, c.ColdStartDist)
+	}
+	if c.KeepAlive < 0 || c.KeepAlive > MaxKeepAlive {
+		return fmt.Errorf("%w: %w: %v must be in [0, %v]", ErrBadConfig, ErrKeepAlive, c.KeepAlive, MaxKeepAlive)
+	}
+	if c.KeepAlive > 0 && c.Custom == nil {
+		if caps, err := policy.CapsFor(c.Policy); err == nil && caps.Instances.KeepAlive <= 0 {
+			return fmt.Errorf("%w: %w: policy %s has no fixed keep-alive (only commercial has)", ErrBadConfig, ErrKeepAlive, c.Policy)
+		}
+	}
+	return nil
+}
+
+// randomColdStart reports whether cold starts are drawn from a
+// distribution rather than all equal to ColdStart.
+func (c *Config) randomColdStart() bool { return c.ColdStartDist != "" && c.ColdStartDist != "const" }
 
 // ScaleBounds are one function's least and most instances.
 type ScaleBounds struct{ Min, Max int }

@@ -100,6 +100,7 @@ type engine struct {
 	classRng *rand.Rand
 	// async is the latency of async requests, against the async deadline.
 	async           latency
+	coldRng         *rand.Rand
 	execRng, outRng *rand.Rand
 	execKey, outKey *keyedSource
 	// chainExec and chainOut hold, at r*len(fns)+f, request r's execution
@@ -145,6 +146,7 @@ func newEngine(ctx context.Context, cfg Config, pol policy.Policy) (*engine, err
 	e.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
 	e.classRng = rand.New(rand.NewPCG(cfg.Seed, 3))
 	e.async = newLatency(cfg.AsyncDeadline)
+	e.coldRng = rand.New(rand.NewPCG(cfg.Seed, 11))
 	e.execKey, e.outKey = &keyedSource{}, &keyedSource{}
 	e.execRng, e.outRng = rand.New(e.execKey), rand.New(e.outKey)
 	slos, cum := functionSLOs(cfg.App)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -39,14 +40,20 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if !cfg.NoBound {
+	// The bound assumes every start takes ColdStart; with drawn cold
+	// starts it is not a bound, so it is not reported.
+	noBound := cfg.NoBound || cfg.randomColdStart()
+	if !noBound {
 		e.accs = newBoundAccs(&cfg)
 	}
 	if err := e.run(); err != nil {
 		return Result{}, err
 	}
+	if e.arrivals == 0 {
+		return Result{}, fmt.Errorf("%w (expected %.3g requests over %v)", ErrNoRequests, cfg.Trace.Total(), cfg.Trace.Duration())
+	}
 	res := e.result()
-	if !cfg.NoBound && e.now > 0 {
+	if !noBound && e.now > 0 {
 		b := boundOf(e.accs)
 		res.WorkFloor = b.WorkArea / float64(e.now)
 		res.Bound = b.Area / float64(e.now)
@@ -67,6 +74,7 @@ func policySpec(cfg *Config) policy.Spec {
 		App: cfg.App.Name, AppSLO: cfg.App.SLO,
 		MinSize: cfg.App.MinSize, MaxSize: cfg.App.MaxSize,
 		ColdStart: cfg.ColdStart, Window: cfg.Window, Tick: cfg.Tick, Start: epoch, Seed: cfg.Seed,
+		KeepAlive: cfg.KeepAlive,
 	}
 	for i, f := range cfg.App.Chain {
 		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: f.Name, SLO: slos[i], SizeSensitive: f.SizeSensitive})

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
@@ -38,16 +39,37 @@ func (e *engine) startOn(fn int32, node int32) int32 {
 	rt := &e.fns[fn]
 	id := e.newContainer()
 	e.spawnSeq++
+	cold := e.drawColdStart()
 	e.ctrs[id] = container{fn: fn, node: node, state: csStarting, fresh: true,
-		spawnAt: e.now, readyAt: e.now + int64(e.cfg.ColdStart), seq: e.spawnSeq}
+		spawnAt: e.now, readyAt: e.now + cold, seq: e.spawnSeq}
 	rt.m.advance(e.now)
 	rt.m.live++
 	rt.m.starting++
 	rt.m.spawned++
 	rt.m.peak = max(rt.m.peak, rt.m.live)
-	e.events.push(e.now+int64(e.cfg.ColdStart), evReady, id)
+	e.events.push(e.now+cold, evReady, id)
 	e.note(obsStart, fn, id, -1)
 	return id
+}
+
+// drawColdStart is one container's cold start: ColdStart, or a draw from
+// ColdStartDist with that mean, from its own random stream (so the other
+// draws of a run do not move), at least 1 µs and at most MaxColdStart.
+func (e *engine) drawColdStart() int64 {
+	mean := float64(e.cfg.ColdStart)
+	var d float64
+	switch e.cfg.ColdStartDist {
+	case "exp":
+		d = e.coldRng.ExpFloat64() * mean
+	case "uniform":
+		d = (1 - e.coldRng.Float64()) * 2 * mean
+	case "lognormal":
+		const sigma2 = math.Ln2 // coefficient of variation 1: σ² = ln(1 + cv²)
+		d = mean * math.Exp(math.Sqrt(sigma2)*e.coldRng.NormFloat64()-sigma2/2)
+	default:
+		return int64(e.cfg.ColdStart)
+	}
+	return int64(min(float64(MaxColdStart), max(float64(time.Microsecond), d)))
 }
 
 // prewarmHeadroom covers the random excess of a Poisson load over its mean

@@ -30,8 +30,8 @@ func SyntheticDists() []string { return []string{"const", "exp", "uniform", "log
 // uniform, mean for const, 30·mean otherwise: the clamp moves the mean by
 // less than 0.01%). The SLO is 1.2 × the distribution's 99th percentile.
 func Synthetic(dist string, mean time.Duration) (App, Distribution, error) {
-	if mean <= 0 || mean > time.Hour {
-		return App{}, nil, fmt.Errorf("%w: synthetic mean execution time %v must be in (0, 1h]", ErrBadSize, mean)
+	if mean < MinExec || mean > time.Hour {
+		return App{}, nil, fmt.Errorf("%w: synthetic mean execution time %v must be in [%v, 1h] (%v is the simulator's shortest execution time)", ErrBadSize, mean, MinExec, MinExec)
 	}
 	m := float64(mean) / float64(time.Millisecond)
 	var hi, p99 float64

@@ -45,8 +45,12 @@ type Function struct {
 func (f Function) Exec(size float64, rng *rand.Rand) time.Duration {
 	mean := float64(f.ExecMean(size))
 	d := time.Duration(mean * lognormalFactor(f.ExecNoise, rng))
-	return max(d, time.Microsecond)
+	return max(d, MinExec)
 }
+
+// MinExec is the shortest execution time Exec draws: a sample below it is
+// raised to it.
+const MinExec = time.Microsecond
 
 // Output samples one output size, always positive.
 func (f Function) Output(size float64, rng *rand.Rand) float64 {
@@ -119,7 +123,51 @@ func (a App) WithSizeRange(minSize, maxSize float64) (App, error) {
 	if minSize >= maxSize {
 		return App{}, fmt.Errorf("%w: minimum %v must be below maximum %v", ErrBadSize, minSize, maxSize)
 	}
+	// The execution time at the maximum is checked before the SLO is
+	// derived from it: a size of 1e10 gives requests that run for months
+	// (or overflow a Duration), which no run can drain.
+	if !a.execWithin(maxSize, MaxAppExec) {
+		return App{}, fmt.Errorf("%w: maximum %v %s gives a mean end-to-end execution time beyond %v; the largest maximum within it is %.4g",
+			ErrBadSize, maxSize, a.SizeUnit, MaxAppExec, a.sizeForExec(minSize, maxSize, MaxAppExec))
+	}
 	return newApp(a.Name, a.SizeUnit, minSize, maxSize, a.Chain...), nil
+}
+
+// MaxAppExec bounds an app's mean end-to-end execution time at its
+// maximum input size (and so its SLO, 1.2 times that): the simulator
+// drains a run for at most a day after its trace ends.
+const MaxAppExec = time.Hour
+
+// execWithin reports whether the mean end-to-end execution time at size
+// is positive and at most limit. Each stage is checked on its own, since
+// a stage's float-to-Duration conversion overflows (to a negative value)
+// far out of range.
+func (a App) execWithin(size float64, limit time.Duration) bool {
+	var total time.Duration
+	for _, f := range a.Chain {
+		d := f.ExecMean(size)
+		if d <= 0 || d > limit {
+			return false
+		}
+		total += d
+		size = f.OutputMean(size)
+	}
+	return total <= limit
+}
+
+// sizeForExec is the largest size in [lo, hi] whose end-to-end execution
+// time stays within limit, by bisection (execution time grows with size),
+// for the error message's suggestion.
+func (a App) sizeForExec(lo, hi float64, limit time.Duration) float64 {
+	for range 200 {
+		mid := lo + (hi-lo)/2
+		if a.execWithin(mid, limit) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 func newApp(name, unit string, minSize, maxSize float64, chain ...Function) App {
