@@ -10,6 +10,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,8 +24,33 @@ import (
 
 	"github.com/openfaas/faas-provider/types"
 
-	"gantry.dev/gantry/pkg/stack"
+	"gantry.dev/gantry/pkg/async"
+	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/callid"
+	"gantry.dev/gantry/pkg/dispatch"
 )
+
+// startCompatGateway is gantry serve as a faas-cli user runs it: basic
+// auth on the management routes, the real process runtime, and the
+// embedded JetStream queue for async invocations in a folder of the
+// test's.
+func startCompatGateway(t *testing.T) *Server {
+	t.Helper()
+	ac := async.Config{StoreDir: t.TempDir(), CallbackBackoff: 10 * time.Millisecond}
+	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0",
+		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
+		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
+		Gateway:  Config{Auth: NewAuth("admin", "secret", ""), MaxBody: 1 << 20}, Async: &ac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv
+}
 
 // ofClient is an OpenFaaS API client: one method per operation of the
 // spec that faas-cli calls.
@@ -118,7 +144,7 @@ func asDeployment(st types.FunctionStatus) types.FunctionDeployment {
 }
 
 func TestFaaSCLIFlowOverOpenFaaSWireFormat(t *testing.T) {
-	srv := startGateway(t, &stack.Stack{}, NewAuth("admin", "secret", ""))
+	srv := startCompatGateway(t)
 	c := &ofClient{t: t, base: srv.URL(), user: "admin", pass: "secret"}
 	inst := instanceFunction(t, "shout", "upper")
 
@@ -261,10 +287,30 @@ func TestFaaSCLIFlowOverOpenFaaSWireFormat(t *testing.T) {
 			"but namespaces created through the API are not kept in the state folder yet: an empty one is gone after a restart")
 	})
 
+	t.Run("invoke async with a callback", func(t *testing.T) {
+		rcv := newReceiver(t, nil)
+		req, _ := http.NewRequest(http.MethodPost, c.base+"/async-function/shout.staging", strings.NewReader("later"))
+		req.Header.Set(async.CallbackHeader, rcv.URL)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		id := resp.Header.Get(callid.Header)
+		if resp.StatusCode != http.StatusAccepted || id == "" {
+			t.Fatalf("async: %d, call id %q", resp.StatusCode, id)
+		}
+		cb := rcv.next(t)
+		if cb.body != "LATER" || cb.header.Get(callid.Header) != id || cb.header.Get(async.StatusHeader) != "200" ||
+			!strings.HasPrefix(cb.header.Get(async.FunctionHeader), "shout") {
+			t.Fatalf("callback %q %v", cb.body, cb.header)
+		}
+	})
+
 	t.Run("routes of other changes answer with a reason", func(t *testing.T) {
 		// faas-cli logs, secret and invoke --async: served by the logs,
 		// secrets and async changes once they land; never a bare 404.
-		for _, r := range [][2]string{{"GET", "/system/secrets?namespace=staging"}, {"POST", "/async-function/shout.staging"}} {
+		for _, r := range [][2]string{{"GET", "/system/secrets?namespace=staging"}} {
 			code, body := c.do(r[0], r[1], nil, nil)
 			if body == "" || strings.Contains(body, "404 page not found") {
 				t.Errorf("%s %s: %d %q", r[0], r[1], code, body)

@@ -112,7 +112,7 @@ func (g *Gateway) invokeApp(w http.ResponseWriter, r *http.Request) {
 		early := func(f *failure) {
 			answered = true
 			w.Header().Set("X-Gantry-Failed-Function", fnName)
-			g.failNow(w, fnName, f)
+			g.failNow(w, decl.Qualified(), f)
 		}
 		res, fail = g.call(r.Context(), decl, size, due{at: arrival.Add(app.Budget[i])}, body, fwd, early)
 		if answered {

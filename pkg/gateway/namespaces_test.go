@@ -143,6 +143,9 @@ func TestUnknownRoutesSayWhy(t *testing.T) {
 			t.Errorf("%s: %d %q", path, code, out)
 		}
 	}
+	if code, out := call(t, g, "DELETE", "/system/info", ""); code != 404 || !strings.Contains(out, "no route DELETE /system/info") {
+		t.Errorf("a known path with another method: %d %q", code, out)
+	}
 	if code, out := call(t, g, "GET", "/async-function/f", ""); code != 405 || !strings.Contains(out, "POST") {
 		t.Errorf("GET /async-function/f: %d %q, want 405 naming the method", code, out)
 	}

@@ -6,9 +6,8 @@ import (
 	"strings"
 )
 
-// noRoute answers a request no route serves with the reason. A known path
-// asked with another method gets 405 from the mux before this; what lands
-// here is a path the gateway does not have.
+// noRoute answers a request no route serves, a known path asked with
+// another method included, with the reason and the routes there are.
 func (g *Gateway) noRoute(w http.ResponseWriter, r *http.Request) {
 	msg := fmt.Sprintf("no route %s %s on this gateway", r.Method, r.URL.Path)
 	switch {
