@@ -7,8 +7,11 @@ export GANTRY_CACHE
 
 all: build
 
+# bin/gantry-fn is the example functions' slim runtime: the local runtime
+# runs it for "gantry fn ..." when it is beside bin/gantry (fast cold starts).
 build:
 	$(GO) build -o bin/gantry ./cmd/gantry
+	$(GO) build -o bin/gantry-fn ./examples/functions/cmd/gantry-fn
 
 # Gantry's main job on one machine: serve the example functions on the
 # local process runtime, drive an app with load, and report (out/up/).
