@@ -538,3 +538,18 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// Running counts function's instances whose process has not been reaped
+// yet, ready or not: zero means no process of the function exists (the
+// cold-start benchmark waits for it).
+func (l *Local) Running(function string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, p := range l.procs {
+		if p.inst.Function == function {
+			n++
+		}
+	}
+	return n
+}
