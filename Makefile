@@ -70,6 +70,14 @@ bench-orchestration: build controlplane
 bench-e2e: build controlplane
 	./bin/gantry bench e2e $(if $(QUICK),--quick) --out out/bench-e2e
 
+# Cold starts on the local runtime (docs/platform.md, "Cold starts"): a
+# minimal Go server, the example functions under gantry-fn and under gantry
+# fn, with readiness polling and with the socket passed; builds the floor
+# server and gantry-fn into $(GANTRY_CACHE)/coldstart.
+.PHONY: bench-coldstart
+bench-coldstart: build
+	./bin/gantry bench coldstart --runs 200
+
 # The simulator against the live platform with the model-replay function
 # (docs/platform.md, "Simulator against live"): about 8 minutes per policy.
 .PHONY: bench-simlive

@@ -76,7 +76,7 @@ func newBenchColdStartCmd() *cobra.Command {
 	f.StringVar(&opts.FnRuntime, "fn-runtime", "", "a gantry-fn binary to measure instead of building one from the source tree")
 	f.BoolVar(&withGantry, "gantry", true, "also measure the example functions run by this binary (gantry fn)")
 	f.DurationVar(&opts.SampleTimeout, "sample-timeout", 30*time.Second, "bound on one cold start")
-	f.BoolVar(&asJSON, "json", false, `print one JSON object {"runs","rows":[{"runtime","function","mode","samples","errors","p50_ms","p99_ms","max_ms","ready_p50_ms","floor_ratio"}],"load_avg_1m","load_avg_1m_after","interrupted"}`)
+	f.BoolVar(&asJSON, "json", false, `print one JSON object {"runs","rows":[{"runtime","function","mode","samples","errors","p50_ms","p99_ms","max_ms","ready_p50_ms","warm_p50_ms","floor_ratio"}],"load_avg_1m","load_avg_1m_after","interrupted"}`)
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
 }

@@ -66,13 +66,13 @@ func TestTinyRunReportsEverySubjectInBothModes(t *testing.T) {
 	}
 	var seen []string
 	for _, r := range got.Rows {
-		for _, k := range []string{"runtime", "function", "mode", "samples", "errors", "p50_ms", "p99_ms", "max_ms", "ready_p50_ms", "floor_ratio"} {
+		for _, k := range []string{"runtime", "function", "mode", "samples", "errors", "p50_ms", "p99_ms", "max_ms", "ready_p50_ms", "warm_p50_ms", "floor_ratio"} {
 			if _, ok := r[k]; !ok {
 				t.Errorf("row %v lacks %q", r, k)
 			}
 		}
-		if r["samples"] != 2.0 || r["errors"] != 0.0 || r["p50_ms"].(float64) <= 0 || r["p99_ms"].(float64) < r["p50_ms"].(float64) {
-			t.Errorf("row %v: want 2 samples, no error, 0 < p50 <= p99", r)
+		if r["samples"] != 2.0 || r["errors"] != 0.0 || r["p50_ms"].(float64) <= 0 || r["p99_ms"].(float64) < r["p50_ms"].(float64) || r["warm_p50_ms"].(float64) <= 0 {
+			t.Errorf("row %v: want 2 samples, no error, 0 < p50 <= p99, a warm figure", r)
 		}
 		if r["runtime"] == RuntimeFloor && r["floor_ratio"] != 1.0 {
 			t.Errorf("floor row %v: ratio must be 1", r)
