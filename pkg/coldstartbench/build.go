@@ -84,7 +84,7 @@ func goBuild(ctx context.Context, dir, out, pkg string) error {
 	if err != nil {
 		return fmt.Errorf("the go tool is needed to build: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, gobin, "build", "-buildvcs=false", "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
