@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"testing"
 )
@@ -64,5 +65,23 @@ func TestFindFnRuntimeBesideTheBinary(t *testing.T) {
 	}
 	if l := NewLocal(LocalConfig{Self: self}); l.cfg.FnRuntime != slim {
 		t.Fatalf("NewLocal did not pick it up: %q", l.cfg.FnRuntime)
+	}
+}
+
+// A runtime built from another commit, or from a modified tree when this
+// binary was not, names a different revision and is not used.
+func TestVCSRevisionTellsBuildsApart(t *testing.T) {
+	bi := func(kv ...string) *debug.BuildInfo {
+		b := &debug.BuildInfo{}
+		for i := 0; i < len(kv); i += 2 {
+			b.Settings = append(b.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return b
+	}
+	clean := vcsRevision(bi("vcs.revision", "abc", "vcs.modified", "false"))
+	dirty := vcsRevision(bi("vcs.revision", "abc", "vcs.modified", "true"))
+	other := vcsRevision(bi("vcs.revision", "def"))
+	if clean == dirty || clean == other || clean != "abc" || vcsRevision(bi()) != "" {
+		t.Fatalf("clean %q dirty %q other %q none %q", clean, dirty, other, vcsRevision(bi()))
 	}
 }
