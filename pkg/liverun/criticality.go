@@ -2,7 +2,6 @@ package liverun
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -245,9 +244,7 @@ func (r *CriticalityReport) verdict() string {
 
 // WriteJSON prints the report as one JSON object.
 func (r *CriticalityReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteText prints the table and the verdict.
@@ -309,18 +306,7 @@ func (r *CriticalityReport) WriteDir(dir string) error {
 		return err
 	}
 	md := r.markdown() + fmt.Sprintf("\n![critical function's latency](%s)\n\n![its distribution](%s)\n", CriticalPlot, CriticalLatencyPlot)
-	if err := os.WriteFile(filepath.Join(dir, UpReportFile), []byte(md), 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, UpJSONFile))
-	if err != nil {
-		return err
-	}
-	if err := r.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeReportFiles(dir, UpReportFile, md, UpJSONFile, r)
 }
 
 // plotCritical draws the critical function's slowest request of every
