@@ -33,6 +33,18 @@ type UpReport struct {
 	// arrivals is the measured trace's requests per second.
 	arrivals []float64
 	sloMs    float64
+	// stopped waits for the gateways of an interrupted run to stop.
+	stopped func()
+}
+
+// Wait returns once the run's gateways have stopped: an interrupted run
+// stops them while its report is written.
+func (r *UpReport) Wait() { waitStopped(r.stopped) }
+
+func waitStopped(stopped func()) {
+	if stopped != nil {
+		stopped()
+	}
 }
 
 // PolicyRun is one policy's gateway over the measured phase.
