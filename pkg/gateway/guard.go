@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -107,6 +108,8 @@ type guard struct {
 	drain  context.Context // cancelled (cause errDrained) when the drain ends
 	abort  context.CancelCauseFunc
 	active sync.WaitGroup
+	// open counts the handlers running: what clients hold of the gateway.
+	open atomic.Int64
 }
 
 func newGuard(next http.Handler, limits Limits, timeout func(string) (time.Duration, bool)) *guard {
@@ -118,6 +121,8 @@ func newGuard(next http.Handler, limits Limits, timeout func(string) (time.Durat
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.active.Add(1)
 	defer g.active.Done()
+	g.open.Add(1)
+	defer g.open.Add(-1)
 	start := time.Now()
 	bound := DefaultBodyBound
 	if fn, ok := functionOf(r.URL.Path); ok {
