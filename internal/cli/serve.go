@@ -211,6 +211,9 @@ func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) err
 		// Replicas follow until one wins the Lease; none deletes or
 		// scales the functions away when it stops, since the others serve.
 		opts.Follow, opts.OnClose = true, kube.CloseKeep
+		// The pods outlive this replica: what its drain ends keeps its
+		// slot until the instance must have finished.
+		cfg.Gateway.KeepsInstances = true
 		f.replica = scaleout.NewReplica()
 		cfg.Dispatch.Peers = f.replica
 		cfg.Gateway.Routes = f.replica.Routes()
