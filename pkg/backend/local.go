@@ -408,7 +408,12 @@ func (l *Local) awaitReady(p *proc) error {
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}
 	url := "http://" + p.inst.Addr + HealthPath
-	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+	// A probe of a port nothing listens on yet is a refused loopback
+	// connect, a few microseconds: the gaps start at half a millisecond
+	// and grow by a quarter, so a program that listens within tens of
+	// milliseconds is found a millisecond or two late, not up to ten
+	// (doubling from 1 ms was), and a slow one costs a probe every 20 ms.
+	for delay := probeFirstGap; ; delay = min(delay*5/4, probeMaxGap) {
 		if ok := probe(ctx, client, url); ok {
 			return nil
 		}
@@ -421,6 +426,12 @@ func (l *Local) awaitReady(p *proc) error {
 		}
 	}
 }
+
+// Gaps between readiness probes (awaitReady).
+const (
+	probeFirstGap = 500 * time.Microsecond
+	probeMaxGap   = 20 * time.Millisecond
+)
 
 func probe(ctx context.Context, client *http.Client, url string) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
