@@ -38,7 +38,7 @@ type row struct {
 }
 
 // Run measures every subject, Runs times each, in rounds: one cold start
-// of every row per round. An interrupted run (ctx ended) returns what it
+// of every row per round, each round starting one row later. An interrupted run (ctx ended) returns what it
 // measured, marked Interrupted.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
@@ -64,7 +64,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	b := &bench{o: o, srv: srv, be: be, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	rep := &Report{Runs: o.Runs, Load: loadAverage()}
 	for round := 1; round <= o.Runs && ctx.Err() == nil; round++ {
-		for _, r := range rows {
+		// Each round starts one row later, so that no row always
+		// follows the same one (a heavy start before it, say).
+		for i := range rows {
+			r := rows[(round+i)%len(rows)]
 			if err := b.sample(ctx, r); err != nil {
 				if ctx.Err() != nil {
 					break
