@@ -38,7 +38,7 @@ type row struct {
 }
 
 // Run measures every subject, Runs times each, in rounds: one cold start
-// of every row per round, each round starting one row later. An interrupted run (ctx ended) returns what it
+// of every row per round, each round in another order. An interrupted run (ctx ended) returns what it
 // measured, marked Interrupted.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
@@ -64,10 +64,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	b := &bench{o: o, srv: srv, be: be, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	rep := &Report{Runs: o.Runs, Load: loadAverage()}
 	for round := 1; round <= o.Runs && ctx.Err() == nil; round++ {
-		// Each round starts one row later, so that no row always
-		// follows the same one (a heavy start before it, say).
-		for i := range rows {
-			r := rows[(round+i)%len(rows)]
+		// Each round in its own order (seeded), so that no row always
+		// follows the same one: the teardown of a heavy instance just
+		// before weighs on whichever row comes next.
+		order := rand.New(rand.NewPCG(1, uint64(round))).Perm(len(rows))
+		for _, i := range order {
+			r := rows[i]
 			if err := b.sample(ctx, r); err != nil {
 				if ctx.Err() != nil {
 					break
