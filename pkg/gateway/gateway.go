@@ -19,6 +19,7 @@ import (
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/funclogs"
 	"gantry.dev/gantry/pkg/secrets"
+	"gantry.dev/gantry/pkg/stack"
 	"gantry.dev/gantry/pkg/statedir"
 )
 
@@ -72,10 +73,14 @@ type Gateway struct {
 	ns      *namespaces
 	asyncM  *async.Metrics
 	store   *functionStore
-	secrets *secrets.Store // nil without a state folder
-	local   bool           // instances are local processes (instances.go)
-	logs    *funclogs.Hub  // the instances' output (logs.go)
-	limits  *limits        // the memory watchdog and its kills (limits.go)
+	// nsStore and appStore keep the namespaces and apps the API created
+	// (persist_more.go); nil without a state folder.
+	nsStore  *recordDir
+	appStore *recordDir
+	secrets  *secrets.Store // nil without a state folder
+	local    bool           // instances are local processes (instances.go)
+	logs     *funclogs.Hub  // the instances' output (logs.go)
+	limits   *limits        // the memory watchdog and its kills (limits.go)
 }
 
 // New builds the gateway's routes.
@@ -100,7 +105,8 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
 		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher),
-		store: newFunctionStore(cfg.State), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
+		store: newFunctionStore(cfg.State), nsStore: newRecordDir(cfg.State, statedir.Namespaces, MaxNamespaces),
+		appStore: newRecordDir(cfg.State, statedir.Apps, stack.MaxFunctions), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	g.abort, g.stopAbort = context.WithCancel(context.Background())
 	if cfg.State != nil {
 		var err error

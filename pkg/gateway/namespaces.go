@@ -120,6 +120,10 @@ func (g *Gateway) createNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.ns.created[ns.Name] = ns
+	if err := g.nsStore.save(ns.Name, ns); err != nil {
+		g.persistFailed(w, fmt.Sprintf("namespace %q", ns.Name), err)
+		return
+	}
 	w.WriteHeader(http.StatusCreated)
 }
 
@@ -137,8 +141,12 @@ func (g *Gateway) updateNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.ns.mu.Lock()
+	defer g.ns.mu.Unlock()
 	g.ns.created[ns.Name] = ns
-	g.ns.mu.Unlock()
+	if err := g.nsStore.save(ns.Name, ns); err != nil {
+		g.persistFailed(w, fmt.Sprintf("namespace %q", ns.Name), err)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -153,11 +161,15 @@ func (g *Gateway) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.ns.mu.Lock()
+	defer g.ns.mu.Unlock()
 	_, ok := g.ns.created[name]
 	delete(g.ns.created, name)
-	g.ns.mu.Unlock()
 	if !ok {
 		http.Error(w, fmt.Sprintf("namespace %q not found", name), http.StatusNotFound)
+		return
+	}
+	if err := g.nsStore.remove(name); err != nil {
+		g.persistFailed(w, fmt.Sprintf("namespace %q", name), err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

@@ -23,6 +23,10 @@ const (
 	Instances = "instances"
 	JetStream = "jetstream"
 	Logs      = "logs"
+	// Namespaces and Apps hold what /system/namespace and /system/apps
+	// created, one file each, as Functions does for functions.
+	Namespaces = "namespaces"
+	Apps       = "apps"
 )
 
 const lockName = "lock"
@@ -88,7 +92,7 @@ func Open(path string) (*Dir, error) {
 		d.Close()
 		return nil, err
 	}
-	for _, sub := range []string{Functions, Instances, JetStream, Logs} {
+	for _, sub := range []string{Functions, Instances, JetStream, Logs, Namespaces, Apps} {
 		if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("state folder: %w", err)
