@@ -210,7 +210,7 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		err = fmt.Errorf("%w: namespace %q does not exist; create it first (faas-cli namespace create %s)", stack.ErrInvalid, f.Namespace, f.Namespace)
 	}
 	if err == nil {
-		err = g.checkSecretsExist(f)
+		err = g.checkSecretsExist(r.Context(), f)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)

@@ -80,7 +80,14 @@ type Gateway struct {
 	secrets  *secrets.Store // nil without a state folder
 	local    bool           // instances are local processes (instances.go)
 	logs     *funclogs.Hub  // the instances' output (logs.go)
-	limits   *limits        // the memory watchdog and its kills (limits.go)
+	// cluster and podLogs are a backend's own secrets and logs (the
+	// Kubernetes backend's), nil for others (instances.go).
+	cluster secretKeeper
+	podLogs podLogReader
+	// streams ends the log streams read from a backend: EndStreams.
+	streams    context.Context
+	endStreams context.CancelFunc
+	limits     *limits // the memory watchdog and its kills (limits.go)
 }
 
 // New builds the gateway's routes.
@@ -108,6 +115,7 @@ func New(cfg Config) *Gateway {
 		store: newFunctionStore(cfg.State), nsStore: newRecordDir(cfg.State, statedir.Namespaces, MaxNamespaces),
 		appStore: newRecordDir(cfg.State, statedir.Apps, stack.MaxFunctions), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	g.abort, g.stopAbort = context.WithCancel(context.Background())
+	g.streams, g.endStreams = context.WithCancel(context.Background())
 	if cfg.State != nil {
 		var err error
 		if g.secrets, err = secrets.Open(cfg.State); err != nil {
@@ -128,6 +136,7 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 // watchdog. Call it once the server has stopped.
 func (g *Gateway) Close() {
 	g.stopAbort()
+	g.endStreams()
 	g.up.close()
 	g.logs.Close()
 	g.limits.close()
@@ -135,7 +144,10 @@ func (g *Gateway) Close() {
 
 // EndStreams ends the streams that would otherwise last until their
 // client goes (log followers), so that a drain does not wait for them.
-func (g *Gateway) EndStreams() { g.logs.Close() }
+func (g *Gateway) EndStreams() {
+	g.logs.Close()
+	g.endStreams()
+}
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }

@@ -209,7 +209,7 @@ func (g *Gateway) restore(ctx context.Context, s *stack.Stack) error {
 	}
 	if s != nil {
 		for _, f := range s.Functions {
-			if err := g.checkSecretsExist(f); err != nil {
+			if err := g.checkSecretsExist(ctx, f); err != nil {
 				return err
 			}
 		}

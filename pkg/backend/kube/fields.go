@@ -19,7 +19,6 @@ import (
 // function namespace, openfaas-fn, maps to it. Another function namespace
 // would need a watch and RBAC per namespace, which this backend does not
 // set up, so it is refused rather than deployed into the wrong place.
-// Secrets would need Secret volumes this backend does not write yet.
 func refusal(f stack.Function, ns string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: function %q: %s", stack.ErrInvalid, f.Name, fmt.Sprintf(format, args...))
@@ -27,9 +26,6 @@ func refusal(f stack.Function, ns string) error {
 	if f.Namespace != "" && f.Namespace != stack.DefaultNamespace {
 		return bad("namespace %q: the kubernetes backend runs every function in its one Kubernetes namespace %q, which is function namespace %q; other namespaces would need a watch and RBAC in each",
 			f.Namespace, ns, stack.DefaultNamespace)
-	}
-	if len(f.Secrets) > 0 {
-		return bad("secrets are not supported by the kubernetes backend yet; pass values in envVars")
 	}
 	for _, c := range f.Constraints {
 		if _, _, ok := nodeSelectorTerm(c); !ok {
