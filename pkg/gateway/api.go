@@ -137,7 +137,7 @@ func (g *Gateway) listFunctions(w http.ResponseWriter, r *http.Request) {
 	if ns == "" {
 		ns = stack.DefaultNamespace
 	}
-	if !g.ns.exists(ns) {
+	if !g.ns.exists(r.Context(), ns) {
 		http.Error(w, fmt.Sprintf("namespace %q not found", ns), http.StatusNotFound)
 		return
 	}
@@ -206,7 +206,7 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		return
 	}
 	f, err := req.function()
-	if err == nil && !g.ns.exists(f.NamespaceOrDefault()) {
+	if err == nil && !g.ns.exists(r.Context(), f.NamespaceOrDefault()) {
 		err = fmt.Errorf("%w: namespace %q does not exist; create it first (faas-cli namespace create %s)", stack.ErrInvalid, f.Namespace, f.Namespace)
 	}
 	if err == nil {

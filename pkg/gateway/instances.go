@@ -28,6 +28,9 @@ func (g *Gateway) attachLocal(be backend.Backend) {
 	if lr, ok := be.(podLogReader); ok {
 		g.podLogs = lr
 	}
+	if nb, ok := be.(namespaceBackend); ok {
+		g.ns.be = nb
+	}
 	l, ok := be.(*backend.Local)
 	if !ok {
 		return
