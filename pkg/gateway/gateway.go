@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,9 @@ type Gateway struct {
 	// Kubernetes backend's), nil for others (instances.go).
 	cluster secretKeeper
 	podLogs podLogReader
+	// podFollowers counts the log streams read from the backend, bounded
+	// like the local rings' followers.
+	podFollowers atomic.Int64
 	// streams ends the log streams read from a backend: EndStreams.
 	streams    context.Context
 	endStreams context.CancelFunc

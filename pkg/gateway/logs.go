@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"gantry.dev/gantry/pkg/funclogs"
@@ -148,10 +147,6 @@ func (g *Gateway) functionLogs(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// backendFollowers counts the log streams read from a backend, bounded
-// like the local rings' followers.
-var backendFollowers atomic.Int64
-
 // backendLogs serves the lines the backend reads (pod logs on Kubernetes):
 // the same format and query; following ends when the client goes or the
 // gateway drains.
@@ -161,13 +156,13 @@ func (g *Gateway) backendLogs(w http.ResponseWriter, r *http.Request, q funclogs
 		return
 	}
 	if follow {
-		if backendFollowers.Add(1) > funclogs.MaxFollowers {
-			backendFollowers.Add(-1)
+		if g.podFollowers.Add(1) > funclogs.MaxFollowers {
+			g.podFollowers.Add(-1)
 			w.Header().Set("Retry-After", "5")
 			http.Error(w, fmt.Sprintf("%v: at most %d at once", funclogs.ErrTooManyFollowers, funclogs.MaxFollowers), http.StatusTooManyRequests)
 			return
 		}
-		defer backendFollowers.Add(-1)
+		defer g.podFollowers.Add(-1)
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
