@@ -7,8 +7,11 @@ export GANTRY_CACHE
 
 all: build
 
+# bin/gantry-fn is the example functions' slim runtime: the local runtime
+# runs it for "gantry fn ..." when it is beside bin/gantry (fast cold starts).
 build:
 	$(GO) build -o bin/gantry ./cmd/gantry
+	$(GO) build -o bin/gantry-fn ./examples/functions/cmd/gantry-fn
 
 # Gantry's main job on one machine: serve the example functions on the
 # local process runtime, drive an app with load, and report (out/up/).
@@ -66,6 +69,14 @@ bench-orchestration: build controlplane
 .PHONY: bench-e2e
 bench-e2e: build controlplane
 	./bin/gantry bench e2e $(if $(QUICK),--quick) --out out/bench-e2e
+
+# Cold starts on the local runtime (docs/platform.md, "Cold starts"): a
+# minimal Go server, the example functions under gantry-fn and under gantry
+# fn, with readiness polling and with the socket passed; builds the floor
+# server and gantry-fn into $(GANTRY_CACHE)/coldstart.
+.PHONY: bench-coldstart
+bench-coldstart: build
+	./bin/gantry bench coldstart --runs 200
 
 # The simulator against the live platform with the model-replay function
 # (docs/platform.md, "Simulator against live"): about 8 minutes per policy.

@@ -26,8 +26,12 @@ import (
 // The test binary is gantry itself when GANTRY_TEST_MAIN is set, so tests
 // can run `gantry serve` as a process of its own and kill it.
 func TestMain(m *testing.M) {
-	if os.Getenv("GANTRY_TEST_INSTANCE") == "slow" {
+	switch os.Getenv("GANTRY_TEST_INSTANCE") {
+	case "slow":
 		serveSlow()
+		return
+	case "chaos":
+		serveChaos() // chaos_test.go
 		return
 	}
 	if os.Getenv("GANTRY_TEST_MAIN") == "1" {

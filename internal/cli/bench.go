@@ -22,6 +22,7 @@ func newBenchCmd() *cobra.Command {
 	cmd.AddCommand(newBenchSimLiveCmd())
 	cmd.AddCommand(newBenchOrchestrationCmd())
 	cmd.AddCommand(newBenchE2ECmd())
+	cmd.AddCommand(newBenchColdStartCmd())
 	return cmd
 }
 

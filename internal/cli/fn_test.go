@@ -213,26 +213,3 @@ func TestFnList(t *testing.T) {
 		}
 	}
 }
-
-// Without --addr, fn listens on $POD_IP when the backend sets it (probes
-// and endpoints reach the pod IP) and on loopback otherwise.
-func TestFnListensOnThePodIP(t *testing.T) {
-	cases := []struct{ podIP, want string }{
-		{"", "127.0.0.1:8080"},
-		{"198.18.0.7", "198.18.0.7:8080"},
-		{"fd00::7", "[fd00::7]:8080"},
-		{"not-an-ip", "127.0.0.1:8080"},
-	}
-	for _, c := range cases {
-		t.Setenv("PORT", "8080")
-		t.Setenv("POD_IP", c.podIP)
-		got, err := (&fnFlags{}).listenAddr()
-		if err != nil || got != c.want {
-			t.Errorf("POD_IP=%q: got %q, %v; want %q", c.podIP, got, err, c.want)
-		}
-	}
-	t.Setenv("POD_IP", "198.18.0.7")
-	if got, _ := (&fnFlags{addr: "127.0.0.1:9"}).listenAddr(); got != "127.0.0.1:9" {
-		t.Errorf("--addr must win over POD_IP, got %q", got)
-	}
-}

@@ -40,6 +40,7 @@ type platformFlags struct {
 	drainTimeout time.Duration
 	instanceLogs bool
 	limits       gateway.Limits
+	fnRuntime    string
 }
 
 func (f *platformFlags) register(cmd *cobra.Command) {
@@ -52,6 +53,8 @@ func (f *platformFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", policy.DefaultIdleTimeout, "stop instances idle this long beyond a function's minimum (the simulator's default too)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBody, "largest request or response body in bytes (413 past it)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long accepted requests may take to finish")
+	fs.StringVar(&f.fnRuntime, "fn-runtime", "", "the slim example-functions runtime that stack commands \"gantry fn ...\" run, for fast cold starts (default: "+
+		backend.FnRuntimeName+" beside this binary, which make build puts there, if any; "+backend.NoFnRuntime+": this binary)")
 	fs.BoolVar(&f.instanceLogs, "instance-logs", false, "copy the instances' stdout and stderr to stderr, prefixed with the instance")
 	fs.DurationVar(&f.limits.ReadHeader, "read-header-timeout", 10*time.Second, "how long a client may take to send a request's headers")
 	fs.DurationVar(&f.limits.BodyIdle, "body-idle-timeout", 30*time.Second, "longest gap between two pieces of a request body (408 past it)")
@@ -79,6 +82,11 @@ func (f *platformFlags) validate() error {
 		return usagef("--max-body must be in [1, %d], got %d", 1<<30, f.maxBody)
 	case f.drainTimeout <= 0 || f.drainTimeout > time.Hour:
 		return usagef("--drain-timeout must be in (0, 1h], got %v", f.drainTimeout)
+	}
+	if f.fnRuntime != "" && f.fnRuntime != backend.NoFnRuntime {
+		if st, err := os.Stat(f.fnRuntime); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			return usagef("--fn-runtime %s: not an executable file (%v)", f.fnRuntime, err)
+		}
 	}
 	for _, d := range []struct {
 		flag     string
@@ -115,7 +123,7 @@ func (f *platformFlags) serverConfig(addr string, s *stack.Stack, logger *slog.L
 	if f.instanceLogs {
 		instLog = os.Stderr
 	}
-	be := backend.NewLocal(backend.LocalConfig{StartDelay: f.startDelay, Log: instLog, Logger: logger})
+	be := backend.NewLocal(backend.LocalConfig{StartDelay: f.startDelay, Log: instLog, Logger: logger, FnRuntime: f.fnRuntime})
 	return gateway.ServerConfig{Addr: addr, Stack: s, Backend: be,
 		Dispatch: dispatch.Config{Policy: f.policy, Capacity: f.capacity, Tick: f.tick, Window: f.window,
 			IdleTimeout: f.idleTimeout, Logger: logger},
@@ -203,6 +211,9 @@ func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) err
 		// Replicas follow until one wins the Lease; none deletes or
 		// scales the functions away when it stops, since the others serve.
 		opts.Follow, opts.OnClose = true, kube.CloseKeep
+		// The pods outlive this replica: what its drain ends keeps its
+		// slot until the instance must have finished.
+		cfg.Gateway.KeepsInstances = true
 		f.replica = scaleout.NewReplica()
 		cfg.Dispatch.Peers = f.replica
 		cfg.Gateway.Routes = f.replica.Routes()

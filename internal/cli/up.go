@@ -122,6 +122,7 @@ func validateUp(cmd *cobra.Command, cfg *liverun.UpConfig, scenario string) erro
 // emitUp prints the report (JSON or the table), writes --out, and exits 1
 // after an interrupted run, which covers only what finished.
 func emitUp(w io.Writer, rep *liverun.UpReport, out string, asJSON bool) error {
+	defer rep.Wait()
 	if out != "" {
 		if err := rep.WriteDir(out); err != nil {
 			return err
@@ -238,6 +239,7 @@ func runCriticality(cmd *cobra.Command, cfg liverun.UpConfig, out string, asJSON
 	if err != nil {
 		return err
 	}
+	defer rep.Wait()
 	w := cmd.OutOrStdout()
 	if out != "" {
 		if err := rep.WriteDir(out); err != nil {

@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,4 +108,92 @@ func TestUpUsageErrors(t *testing.T) {
 		{"--scenario", "criticality", "--policy", "gantry,cypress"},
 		{"--idle-timeout", "1ms"},
 	})
+}
+
+// An interrupted gantry up reports what finished, with counts read from
+// gateways that still run, and leaves no gateway, instance or state folder
+// behind.
+func TestUpInterruptedReportsWhatFinishedAndLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two gateway processes and their instances")
+	}
+	tmp, out := t.TempDir(), t.TempDir()
+	cmd := exec.Command(os.Args[0], "up", "--policy", "gantry,cypress", "--app", "sentiment-analysis", "--trace", "poisson",
+		"--rate", "4", "--duration", "5m", "--warmup", "1s", "--start-delay", "0s", "--out", out)
+	cmd.Env = append(os.Environ(), cliChildEnv+"=1", "TMPDIR="+tmp)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	// Interrupt once both gateways have answered a few measured requests.
+	measuring := regexp.MustCompile(`measure .* done +[1-9]`)
+	sc := bufio.NewScanner(stderr)
+	seen := 0
+	for seen < 2 && sc.Scan() {
+		if measuring.MatchString(sc.Text()) {
+			seen++
+		}
+	}
+	if seen < 2 {
+		t.Fatalf("gantry up ended before measuring: %v", sc.Err())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit = %v, want status 1 (interrupted)", err)
+	}
+	var rep struct {
+		Interrupted bool `json:"interrupted"`
+		Runs        []struct {
+			Policy   string `json:"policy"`
+			Requests int64  `json:"requests"`
+			Spawned  int64  `json:"containers_spawned"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, liverun.UpJSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Interrupted || len(rep.Runs) != 2 {
+		t.Fatalf("report = %s", b)
+	}
+	for _, r := range rep.Runs {
+		if r.Requests == 0 || r.Spawned < 0 {
+			t.Errorf("%s: %+v", r.Policy, r)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "gantry-up-*"))
+	if len(left) > 0 {
+		t.Errorf("state folders left behind: %v", left)
+	}
+	if procs := processesUnder(tmp); len(procs) > 0 {
+		t.Errorf("processes left running: %v", procs)
+	}
+}
+
+// processesUnder lists the processes whose command line names dir: the
+// gateways name their state folder in it.
+func processesUnder(dir string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(dir)) {
+			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return found
 }

@@ -18,6 +18,7 @@ import (
 
 	"gantry.dev/gantry/pkg/childproc"
 	"gantry.dev/gantry/pkg/ctxtime"
+	"gantry.dev/gantry/pkg/listenfd"
 	"gantry.dev/gantry/pkg/stack"
 )
 
@@ -44,8 +45,13 @@ type LocalConfig struct {
 	Log io.Writer
 	// Self is the path that a command's leading word "gantry" becomes
 	// (default: this executable).
-	Self   string
-	Logger *slog.Logger
+	Self string
+	// FnRuntime is the slim example-functions runtime (FnRuntimeName)
+	// that a command "gantry fn ..." runs instead of Self, for a start
+	// without the Kubernetes libraries' initialisation. Empty: the one
+	// beside Self, if any (FindFnRuntime); NoFnRuntime: none, Self runs.
+	FnRuntime string
+	Logger    *slog.Logger
 }
 
 // Local runs each instance as a local process listening on its own
@@ -94,6 +100,16 @@ func NewLocal(cfg LocalConfig) *Local {
 	}
 	if cfg.Self == "" {
 		cfg.Self, _ = os.Executable()
+	}
+	switch cfg.FnRuntime {
+	case NoFnRuntime:
+		cfg.FnRuntime = ""
+	case "":
+		path, err := FindFnRuntime(cfg.Self)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			cfg.Logger.Warn("example functions run from the gantry binary, not the slim runtime", "err", err)
+		}
+		cfg.FnRuntime = path
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Local{cfg: cfg, ctx: ctx, end: cancel, fns: map[string]stack.Function{}, procs: map[string]*proc{}}
@@ -164,6 +180,18 @@ func (l *Local) spawn(function string) {
 		l.ev.Failed(function, err)
 		return
 	}
+	if f.SocketActivation {
+		// Requests queue on the socket already (socket.go).
+		p.inst.ColdStart = time.Since(begin)
+		l.ev.Ready(p.inst)
+		if err := l.confirm(p); err != nil {
+			l.kill(p)
+			l.exited(p, err)
+			return
+		}
+		l.exited(p, nil)
+		return
+	}
 	if err := l.awaitReady(p); err != nil {
 		l.kill(p)
 		<-p.exited
@@ -176,22 +204,40 @@ func (l *Local) spawn(function string) {
 	}
 	p.inst.ColdStart = time.Since(begin)
 	l.ev.Ready(p.inst)
+	l.exited(p, nil)
+}
+
+// exited waits for a ready instance's process to end and reports it: no
+// error if it was stopped, else reason, or its exit status when reason is
+// nil.
+func (l *Local) exited(p *proc, reason error) {
 	<-p.exited
 	l.mu.Lock()
 	stopped := p.stopped
 	l.mu.Unlock()
 	l.forget(p)
-	var exitErr error
-	if !stopped {
-		exitErr = exitError(id, "after ready", p.cmd.ProcessState, p.stderr.Lines())
+	var err error
+	switch {
+	case stopped:
+	case reason != nil:
+		err = reason
+	default:
+		err = exitError(p.inst.ID, "after ready", p.cmd.ProcessState, p.stderr.Lines())
 	}
-	l.ev.Exited(p.inst, exitErr)
+	l.ev.Exited(p.inst, err)
 }
 
 // launch starts the process on a free loopback port.
 func (l *Local) launch(id string, f stack.Function) (*proc, error) {
-	port, err := freePort()
-	if err != nil {
+	var sock *passedSocket
+	port, err := 0, error(nil)
+	if f.SocketActivation {
+		if sock, err = openSocket(); err != nil {
+			return nil, err
+		}
+		defer sock.close()
+		port = sock.port
+	} else if port, err = freePort(); err != nil {
 		return nil, err
 	}
 	prep, err := l.prepare(id, f)
@@ -219,7 +265,16 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	// A child that outlives the instance would hold the output pipe open
 	// and Wait with it; past this delay Wait returns anyway.
 	cmd.WaitDelay = time.Second
-	isolated, err := childproc.StartIsolated(cmd)
+	var isolated bool
+	if sock != nil {
+		// PORT names the passed socket's port too: a program that
+		// ignores the descriptor fails to bind it, and says so.
+		cmd.ExtraFiles = []*os.File{sock.file}
+		cmd.Env = append(cmd.Env, listenfd.Env()...)
+		isolated, err = childproc.StartIsolatedWithPID(cmd, listenfd.EnvPID)
+	} else {
+		isolated, err = childproc.StartIsolated(cmd)
+	}
 	if err != nil {
 		prep.done()
 		return nil, fmt.Errorf("start %q: %w", f.Command, err)
@@ -250,6 +305,11 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 // the parent-death signal reach the command itself.
 func (l *Local) commandFor(line string) *exec.Cmd {
 	if argv, ok := plainWords(line); ok && len(argv) > 0 {
+		if args, ok := fnArgs(argv); ok && l.cfg.FnRuntime != "" {
+			cmd := exec.Command(l.cfg.FnRuntime, args...)
+			cmd.Args[0] = FnRuntimeName
+			return cmd
+		}
 		if argv[0] == "gantry" {
 			argv[0] = l.cfg.Self
 		}
@@ -329,8 +389,12 @@ func simpleCommand(line string) bool {
 }
 
 // command replaces a leading "gantry" with this binary, so stack files can
-// name the example functions without knowing where Gantry is installed.
+// name the example functions without knowing where Gantry is installed;
+// "gantry fn" becomes the slim runtime where there is one.
 func (l *Local) command(c string) string {
+	if rest, ok := fnLine(c); ok && l.cfg.FnRuntime != "" {
+		return shellQuote(l.cfg.FnRuntime) + rest
+	}
 	if c == "gantry" || strings.HasPrefix(c, "gantry ") {
 		return shellQuote(l.cfg.Self) + strings.TrimPrefix(c, "gantry")
 	}
@@ -473,4 +537,19 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// Running counts function's instances whose process has not been reaped
+// yet, ready or not: zero means no process of the function exists (the
+// cold-start benchmark waits for it).
+func (l *Local) Running(function string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, p := range l.procs {
+		if p.inst.Function == function {
+			n++
+		}
+	}
+	return n
 }

@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "exit":
 		os.Exit(4)
+	case "socket", "hang":
+		socketInstance(os.Getenv("GANTRY_TEST_INSTANCE"))
 	default:
 		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
 		if err != nil {

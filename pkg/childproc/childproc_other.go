@@ -27,3 +27,12 @@ func StartTime(int) (uint64, error) { return 0, errors.New("process start times 
 
 // Alive is unknown outside Linux: false, so nothing is signalled on a guess.
 func Alive(int) bool { return false }
+
+// StartIsolatedWithPID starts cmd with the environment variable name set
+// to the child's PID: a shell sets it to its own PID and execs the command.
+func StartIsolatedWithPID(cmd *exec.Cmd, name string) (bool, error) {
+	path, args := cmd.Path, cmd.Args
+	cmd.Path = "/bin/sh"
+	cmd.Args = append([]string{"sh", "-c", `export ` + name + `=$$; exec "$@"`, "sh", path}, args[1:]...)
+	return false, Start(cmd)
+}

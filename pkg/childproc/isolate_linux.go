@@ -22,14 +22,33 @@ var noPIDNamespace atomic.Bool
 // daemonised included, which neither the group nor the parent-death signal
 // reaches. Where namespaces are refused it starts cmd without one.
 // It reports whether the child got its own namespace.
-func StartIsolated(cmd *exec.Cmd) (bool, error) {
+func StartIsolated(cmd *exec.Cmd) (bool, error) { return startIsolated(cmd, "") }
+
+// StartIsolatedWithPID is StartIsolated that also sets the environment
+// variable name to the child's PID as the child itself sees it, which the
+// parent cannot know before the fork: systemd's LISTEN_PID (pkg/listenfd).
+// In a namespace of its own the child is PID 1; without one, a shell sets
+// the variable to its own PID and then execs the command, which keeps it.
+func StartIsolatedWithPID(cmd *exec.Cmd, name string) (bool, error) {
+	return startIsolated(cmd, name)
+}
+
+func startIsolated(cmd *exec.Cmd, pidVar string) (bool, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = Attr()
 	}
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	// Kept for a second try without a namespace.
+	path, args, env := cmd.Path, cmd.Args, cmd.Env
 	if !noPIDNamespace.Load() {
 		attr := *cmd.SysProcAttr
 		attr.Cloneflags |= syscall.CLONE_NEWPID
 		cmd.SysProcAttr = &attr
+		if pidVar != "" {
+			cmd.Env = append(env[:len(env):len(env)], pidVar+"=1")
+		}
 		err := Start(cmd)
 		if err == nil {
 			return true, nil
@@ -40,12 +59,17 @@ func StartIsolated(cmd *exec.Cmd) (bool, error) {
 		noPIDNamespace.Store(true)
 		attr.Cloneflags &^= syscall.CLONE_NEWPID
 		// exec.Cmd refuses a second Start: run a copy.
-		cmd2 := exec.Command(cmd.Path)
-		cmd2.Args, cmd2.Env, cmd2.Dir = cmd.Args, cmd.Env, cmd.Dir
+		cmd2 := exec.Command(path)
+		cmd2.Args, cmd2.Env, cmd2.Dir = args, env, cmd.Dir
 		cmd2.Stdin, cmd2.Stdout, cmd2.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
 		cmd2.ExtraFiles, cmd2.WaitDelay = cmd.ExtraFiles, cmd.WaitDelay
 		cmd2.SysProcAttr = &attr
 		*cmd = *cmd2 //nolint:govet // cmd2 has not started; copying it is how a fresh Cmd replaces a refused one
+	}
+	if pidVar != "" {
+		// $$ is the shell's PID, which exec hands on to the command.
+		cmd.Path = "/bin/sh"
+		cmd.Args = append([]string{"sh", "-c", `export ` + pidVar + `=$$; exec "$@"`, "sh", path}, args[1:]...)
 	}
 	return false, Start(cmd)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,12 @@ type Config struct {
 	// State is the gateway's state folder: what the API deploys, updates
 	// and scales is kept there (persist.go). Nil keeps nothing.
 	State *statedir.Dir
+	// KeepsInstances says the instances outlive this gateway (the
+	// replicas of a scaled-out gateway share them): an exchange the drain
+	// ends keeps its slot until the instance must have finished, its
+	// function's timeout plus HungGrace from its start, and the drain
+	// waits for that (guard.go, Gateway.endAborted).
+	KeepsInstances bool
 }
 
 // DefaultHungGrace is Config.HungGrace's default.
@@ -92,6 +99,12 @@ type Gateway struct {
 	streams    context.Context
 	endStreams context.CancelFunc
 	limits     *limits // the memory watchdog and its kills (limits.go)
+	// held counts the slots of exchanges the drain ended that are kept
+	// until their instance must have finished (KeepsInstances); letGo
+	// ends the wait (a second signal).
+	held      sync.WaitGroup
+	letGo     chan struct{}
+	letGoOnce sync.Once
 }
 
 // New builds the gateway's routes.
@@ -120,6 +133,7 @@ func New(cfg Config) *Gateway {
 		appStore: newRecordDir(cfg.State, statedir.Apps, stack.MaxFunctions), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	g.abort, g.stopAbort = context.WithCancel(context.Background())
 	g.streams, g.endStreams = context.WithCancel(context.Background())
+	g.letGo = make(chan struct{})
 	if cfg.State != nil {
 		var err error
 		if g.secrets, err = secrets.Open(cfg.State); err != nil {

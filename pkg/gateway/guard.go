@@ -8,7 +8,10 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"gantry.dev/gantry/pkg/dispatch"
 )
 
 // Limits bound every client connection in time, so that slow or stalled
@@ -107,6 +110,8 @@ type guard struct {
 	drain  context.Context // cancelled (cause errDrained) when the drain ends
 	abort  context.CancelCauseFunc
 	active sync.WaitGroup
+	// open counts the handlers running: what clients hold of the gateway.
+	open atomic.Int64
 }
 
 func newGuard(next http.Handler, limits Limits, timeout func(string) (time.Duration, bool)) *guard {
@@ -118,6 +123,8 @@ func newGuard(next http.Handler, limits Limits, timeout func(string) (time.Durat
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.active.Add(1)
 	defer g.active.Done()
+	g.open.Add(1)
+	defer g.open.Add(-1)
 	start := time.Now()
 	bound := DefaultBodyBound
 	if fn, ok := functionOf(r.URL.Path); ok {
@@ -174,6 +181,44 @@ func (g *guard) end(ctx context.Context) error {
 // endExchanges ends every exchange with an instance still going, so that
 // their handlers answer (drainAnswer); the instances are stopped next.
 func (g *Gateway) endExchanges() { g.stopAbort() }
+
+// endAborted ends the lease of an exchange the drain ended (soft is when
+// its function's timeout passes). When the instances outlive the gateway
+// (KeepsInstances) the instance may still be running it, and another
+// replica would be granted the slot once this one lets go: the slot stays
+// busy until the instance must have finished, soft plus HungGrace, or a
+// second signal (waitHeld).
+func (g *Gateway) endAborted(lease *dispatch.Lease, soft time.Time) {
+	if !g.cfg.KeepsInstances {
+		lease.Abandon()
+		return
+	}
+	g.held.Add(1)
+	go func() {
+		defer g.held.Done()
+		t := time.NewTimer(time.Until(soft.Add(g.cfg.HungGrace)))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-g.letGo:
+		}
+		lease.Abandon()
+	}()
+}
+
+// waitHeld waits until every slot endAborted keeps is free, or hurry ends:
+// then it lets them go at once.
+func (g *Gateway) waitHeld(hurry context.Context) {
+	done := make(chan struct{})
+	go func() { g.held.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-hurry.Done():
+	}
+	g.letGoOnce.Do(func() { close(g.letGo) })
+	<-done
+}
 
 // functionOf is the function a path invokes.
 func functionOf(path string) (string, bool) {

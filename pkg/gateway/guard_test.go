@@ -287,3 +287,113 @@ func percentile(d []time.Duration, q float64) time.Duration {
 	slices.Sort(s)
 	return s[int(q*float64(len(s)-1))]
 }
+
+// Clients that never read their answer, or read it a byte a second, are
+// cut at the write bound (the function's timeout plus WriteExtra, from
+// the first byte written) and then hold none of the gateway's
+// goroutines, answers or connections, while normal clients keep being
+// served.
+func TestSlowReadersAreCutAtTheWriteBound(t *testing.T) {
+	// "short" has a 2 s timeout: its answers get 2 s + 1 s to be read.
+	lim := Limits{WriteExtra: time.Second}
+	srv := limitedServer(t, lim, 20*time.Second)
+	const bound = 3 * time.Second
+	// More than the socket buffers take (the client's receive buffer is
+	// kept small; the gateway's send buffer grows to 4 MiB at most, Linux's
+	// tcp_wmem), so the gateway's writes block.
+	const answer = 10 << 20
+	// Warm up: the instance and a keep-alive connection exist before the
+	// baseline.
+	if code, _, _ := do(t, "POST", srv.URL()+"/function/short?n=10", "x", nil); code != 200 {
+		t.Fatalf("warm-up: %d", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	type slowReader struct {
+		c    *net.TCPConn
+		sent time.Time
+	}
+	const never, trickle = 2, 2
+	var readers []slowReader
+	for range never + trickle {
+		c, err := net.Dial("tcp", srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := c.(*net.TCPConn)
+		defer tc.Close()
+		_ = tc.SetReadBuffer(4096)
+		fmt.Fprintf(tc, "POST /function/short?n=%d HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", answer)
+		readers = append(readers, slowReader{c: tc, sent: time.Now()})
+	}
+	// A byte a second from some, none from the others, until well past
+	// the bound; meanwhile normal clients are served.
+	var wg sync.WaitGroup
+	for _, r := range readers[never:] {
+		wg.Go(func() {
+			var b [1]byte
+			for time.Since(r.sent) < bound+time.Second {
+				if _, err := r.c.Read(b[:]); err != nil {
+					return
+				}
+				time.Sleep(time.Second)
+			}
+		})
+	}
+	client := &http.Client{Timeout: 20 * time.Second}
+	defer client.CloseIdleConnections()
+	served := 0
+	for time.Since(readers[len(readers)-1].sent) < bound+time.Second {
+		resp, err := client.Post(srv.URL()+"/function/f?n=10", "text/plain", strings.NewReader("hello"))
+		if err != nil {
+			t.Fatalf("a normal client beside the slow readers: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("a normal client beside the slow readers: %d", resp.StatusCode)
+		}
+		served++
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	client.CloseIdleConnections()
+	// The gateway lets go of every slow reader: their handlers (and the
+	// answers they hold) return, and no descriptor of the gateway holds
+	// their connections. (A never-reading client may not see the end: the
+	// kernel gives up on an orphaned socket whose peer never opens its
+	// window without telling the peer.)
+	port := srv.ln.Addr().(*net.TCPAddr).Port
+	waitUntil(t, "no handler left", func() bool { return srv.guard.open.Load() == 0 })
+	waitUntil(t, "no connection held", func() bool { return heldConns(t, port) == 0 })
+	for i, r := range readers {
+		// None got its whole answer.
+		_ = r.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if n, _ := io.Copy(io.Discard, r.c); n >= answer {
+			t.Errorf("reader %d read %d bytes, its whole answer: not cut", i, n)
+		}
+	}
+	t.Logf("%d normal requests served beside %d slow readers", served, len(readers))
+}
+
+// heldConns counts the connections to the local TCP port that a
+// descriptor still holds (the kernel's table, /proc/net/tcp: sockets with
+// an inode; a socket closed with bytes unsent lingers without one).
+func heldConns(t *testing.T, port int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no kernel TCP table: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		// local_address rem_address st ... inode
+		if len(f) < 10 || f[3] == "0A" || f[9] == "0" {
+			continue
+		}
+		if _, p, ok := strings.Cut(f[1], ":"); ok && p == fmt.Sprintf("%04X", port) {
+			n++
+		}
+	}
+	return n
+}

@@ -299,7 +299,7 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	exec := time.Since(start)
 	switch {
 	case timedOut != nil:
-		return nil, nil, g.endLate(lease, err, timedOut)
+		return nil, nil, g.endLate(lease, err, timedOut, soft)
 	case err == nil:
 		res = &result{status: resp.status, header: resp.header, body: resp.body, outSize: outputSize(resp)}
 		lease.Release(exec, res.outSize)
@@ -308,7 +308,7 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 		}
 		return res, nil, nil
 	case g.abort.Err() != nil:
-		lease.Abandon()
+		g.endAborted(lease, soft)
 		// Only a shutdown aborts: the drain's answer (guard.go).
 		var dial *errDial
 		return nil, nil, drainAnswer(!errors.As(err, &dial))
@@ -326,9 +326,11 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 // endLate ends the lease of a request already answered 504: an answer
 // within the grace period frees the slot; none (the hard deadline) means
 // the instance hung.
-func (g *Gateway) endLate(lease *dispatch.Lease, err error, timedOut *failure) *failure {
+func (g *Gateway) endLate(lease *dispatch.Lease, err error, timedOut *failure, soft time.Time) *failure {
 	switch {
-	case err == nil, errors.Is(err, errTooLarge), g.abort.Err() != nil:
+	case g.abort.Err() != nil && err != nil:
+		g.endAborted(lease, soft)
+	case err == nil, errors.Is(err, errTooLarge):
 		lease.Abandon()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		lease.Hung(fmt.Errorf("no answer within %v after the function's timeout of %v", g.cfg.HungGrace, lease.Timeout))

@@ -133,9 +133,12 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Shutdown drains: it stops accepting, lets accepted requests finish
 // (queued ones included, so the autoscaler keeps running) until ctx ends,
 // then answers every request still open, 503 with Retry-After if no
-// instance received it and 504 with MayHaveRunHeader if one did, and stops
-// the autoscaler and every instance. It returns nil when every accepted
-// request got its answer. Later calls return the first call's result.
+// instance received it and 504 with MayHaveRunHeader if one did; when the
+// instances outlive the gateway (Config.KeepsInstances) it then holds the
+// slots of the requests it ended until their instance must have finished
+// them; then it stops the autoscaler and every instance. It returns nil
+// when every accepted request got its answer. Later calls return the
+// first call's result.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.once.Do(func() { s.downErr = s.shutdown(ctx) })
 	return s.downErr
@@ -165,6 +168,10 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		drainErr = errors.Join(drainErr, err)
 	}
+	// Instances that outlive this gateway may still run what the drain
+	// ended: their slots stay busy, and this replica keeps deciding (its
+	// Lease) until they must have finished.
+	s.G.waitHeld(s.hurry)
 	s.stopWorkers(ctx)
 	s.stop()
 	<-s.ticks

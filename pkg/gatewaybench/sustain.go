@@ -251,9 +251,14 @@ type sampler struct {
 	cpu0, cpu1 [3]time.Duration
 }
 
+// scrapeTimeout bounds one read of the gateway's /metrics: a busy machine
+// (the gateway under -race on two shared cores) answers it in more than
+// half a second at times, and a second without it lacks the heap.
+const scrapeTimeout = 2 * time.Second
+
 func newSampler(gw, inst *child, completed, failed *atomic.Int64) *sampler {
 	return &sampler{gw: gw, inst: inst, completed: completed, failed: failed,
-		scrape: &http.Client{Timeout: 500 * time.Millisecond}}
+		scrape: &http.Client{Timeout: scrapeTimeout}}
 }
 
 // cpu is this process's, the gateway's and the instance's CPU so far.

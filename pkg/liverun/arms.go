@@ -143,12 +143,26 @@ func (s *runningStats) p99() time.Duration {
 }
 
 // runArms starts every arm's gateway, warms all of them up together, then
-// measures all of them together, and stops them.
-func runArms(ctx context.Context, cfg armsConfig) ([]armResult, error) {
+// measures all of them together, and stops them. An interrupted run stops
+// them in a hurry and in the background, so that its partial report is
+// written meanwhile: stopped waits for that (it is a no-op otherwise).
+func runArms(ctx context.Context, cfg armsConfig) (_ []armResult, stopped func(), err error) {
 	arms, err := startArms(ctx, cfg)
-	defer stopArms(arms)
+	stopped = func() {}
+	defer func() {
+		if ctx.Err() == nil || err != nil {
+			stopArms(arms, ctx.Err() != nil)
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			stopArms(arms, true)
+		}()
+		stopped = func() { <-done }
+	}()
 	if err != nil {
-		return nil, err
+		return nil, stopped, err
 	}
 	stopSampling := sampleArms(ctx, arms)
 	defer stopSampling()
@@ -156,19 +170,23 @@ func runArms(ctx context.Context, cfg armsConfig) ([]armResult, error) {
 	defer stopProgress()
 	if cfg.streams[0].warmup.Trace.Duration() > 0 {
 		if _, err := driveArms(ctx, arms, cfg.streams, "warmup", true); err != nil {
-			return nil, err
+			return nil, stopped, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, stopped, err
 	}
 	before := scrapeAll(ctx, arms)
 	from := time.Now()
 	results, err := driveArms(ctx, arms, cfg.streams, "measure", false)
 	if err != nil {
-		return nil, err
+		return nil, stopped, err
 	}
-	after := scrapeAll(ctx, arms)
+	// The gateways still run when the user interrupts the load: read
+	// their final counts on a context of their own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrapeTimeout)
+	after := scrapeAll(sctx, arms)
+	cancel()
 	to := time.Now()
 	stopProgress()
 	stopSampling()
@@ -179,7 +197,7 @@ func runArms(ctx context.Context, cfg armsConfig) ([]armResult, error) {
 			out[i].streams[j].spec = cfg.streams[j]
 		}
 	}
-	return out, nil
+	return out, stopped, nil
 }
 
 func startArms(ctx context.Context, cfg armsConfig) ([]*arm, error) {
@@ -204,13 +222,15 @@ func startArms(ctx context.Context, cfg armsConfig) ([]*arm, error) {
 	return slices.DeleteFunc(arms, func(a *arm) bool { return a == nil }), errors.Join(errs...)
 }
 
-func stopArms(arms []*arm) {
+// stopArms stops every gateway at once; hurry when the run was
+// interrupted.
+func stopArms(arms []*arm, hurry bool) {
 	var wg sync.WaitGroup
 	for _, a := range arms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.gw.stop()
+			a.gw.stop(hurry)
 		}()
 	}
 	wg.Wait()
@@ -324,6 +344,13 @@ func sampleArms(ctx context.Context, arms []*arm) (stop func()) {
 	}
 }
 
+// upDrain is how long an interrupted run waits for the requests in flight
+// before it aborts them: short, since the user asked it to stop.
+const upDrain = 200 * time.Millisecond
+
+// scrapeTimeout bounds the final read of the gateways' counts.
+const scrapeTimeout = 2 * time.Second
+
 // scrapeAll reads every arm's counts now; a failed read leaves zeros.
 func scrapeAll(ctx context.Context, arms []*arm) []instanceCounts {
 	out := make([]instanceCounts, len(arms))
@@ -376,10 +403,15 @@ func (a *arm) result(res []*loadgen.Result, before, after instanceCounts, from, 
 	defer a.mu.Unlock()
 	r := armResult{spec: a.spec, spawned: after.started - before.started, measuredStart: from, minLive: -1}
 	sum, n := 0.0, 0
+	var first, last int64 = -1, 0
 	for _, p := range a.points {
 		if p.at.Before(from) || p.at.After(to) {
 			continue
 		}
+		if first < 0 {
+			first = p.started
+		}
+		last = p.started
 		r.live = append(r.live, LivePoint{Offset: p.at.Sub(from), Live: p.live})
 		sum += float64(p.live)
 		n++
@@ -390,6 +422,10 @@ func (a *arm) result(res []*loadgen.Result, before, after instanceCounts, from, 
 	}
 	if n > 0 {
 		r.avgLive = sum / float64(n)
+	}
+	if r.spawned < 0 && first >= 0 {
+		// A final read failed: count from the samples instead.
+		r.spawned = last - first
 	}
 	r.minLive = max(r.minLive, 0)
 	for j, lr := range res {

@@ -2,7 +2,6 @@ package liverun
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -66,7 +65,11 @@ type CriticalityReport struct {
 	latencies [][]time.Duration  // per arm, the critical function's
 	arrivals  [2][]float64       // critical, flood
 	sloMs     float64
+	stopped   func()
 }
+
+// Wait returns once the run's gateways have stopped, as UpReport.Wait.
+func (r *CriticalityReport) Wait() { waitStopped(r.stopped) }
 
 // CriticalityArm is one gateway of the scenario.
 type CriticalityArm struct {
@@ -141,12 +144,15 @@ func Criticality(ctx context.Context, cfg UpConfig) (*CriticalityReport, error) 
 			return nil, err
 		}
 	}
-	results, err := runArms(ctx, armsConfig{exe: cfg.Exe, arms: arms, streams: streams, functions: 2,
+	results, stopped, err := runArms(ctx, armsConfig{exe: cfg.Exe, arms: arms, streams: streams, functions: 2,
 		capacity: cfg.Capacity, startDelay: cfg.StartDelay, idleTimeout: cfg.IdleTimeout, gatewayLog: cfg.GatewayLog, progress: cfg.Progress})
 	if err != nil {
+		stopped()
 		return nil, err
 	}
-	return newCriticalityReport(cfg, streams, results), nil
+	rep := newCriticalityReport(cfg, streams, results)
+	rep.stopped = stopped
+	return rep, nil
 }
 
 // replayFunction is the one function of a single-function app as its
@@ -179,7 +185,7 @@ func functionStream(cfg UpConfig, fn stack.Function, app, traceName string, rate
 		return streamSpec{}, err
 	}
 	base := loadgen.Config{Dist: dist, MinSize: model.MinSize, MaxSize: model.MaxSize, Payload: loadgen.Payload(gen),
-		SLO: fn.SLO, Drain: 500 * time.Millisecond}
+		SLO: fn.SLO, Drain: upDrain}
 	st := streamSpec{name: fn.Name, path: "/function/" + fn.Name, slo: fn.SLO, load: base, warmup: base}
 	seed := cfg.Seed + 7919*offset
 	if st.load.Trace, err = trace.Generate(traceName, rate, cfg.Duration, seed); err != nil {
@@ -245,9 +251,7 @@ func (r *CriticalityReport) verdict() string {
 
 // WriteJSON prints the report as one JSON object.
 func (r *CriticalityReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteText prints the table and the verdict.
@@ -309,18 +313,7 @@ func (r *CriticalityReport) WriteDir(dir string) error {
 		return err
 	}
 	md := r.markdown() + fmt.Sprintf("\n![critical function's latency](%s)\n\n![its distribution](%s)\n", CriticalPlot, CriticalLatencyPlot)
-	if err := os.WriteFile(filepath.Join(dir, UpReportFile), []byte(md), 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, UpJSONFile))
-	if err != nil {
-		return err
-	}
-	if err := r.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeReportFiles(dir, UpReportFile, md, UpJSONFile, r)
 }
 
 // plotCritical draws the critical function's slowest request of every

@@ -93,13 +93,13 @@ func startGateway(ctx context.Context, spec gatewaySpec) (*gatewayProc, error) {
 	case g.url = <-found:
 		return g, nil
 	case <-g.exited:
-		g.stop()
+		g.stop(false)
 		return nil, fmt.Errorf("gateway for %s exited before listening (%v): %s", spec.policy, g.err, g.tail.String())
 	case <-timer.C:
-		g.stop()
+		g.stop(false)
 		return nil, fmt.Errorf("gateway for %s did not listen within %v: %s", spec.policy, gatewayStartTimeout, g.tail.String())
 	case <-ctx.Done():
-		g.stop()
+		g.stop(true)
 		return nil, ctx.Err()
 	}
 }
@@ -152,16 +152,39 @@ func logField(line, key string) string {
 // its instances.
 const gatewayStopTimeout = 15 * time.Second
 
+// hurryEvery is how often a hurried stop repeats SIGTERM: the gateway
+// takes a second signal only once it has begun draining on the first, so
+// one repeat sent too early would be lost.
+const hurryEvery = 100 * time.Millisecond
+
 // stop sends SIGTERM (the gateway drains and stops its instances), kills
 // the process group past gatewayStopTimeout, and removes the state folder.
-func (g *gatewayProc) stop() {
+// A hurried stop (the user interrupted the run) repeats the signal, which
+// makes the gateway answer what is open and stop at once, so that the run
+// ends within a second.
+func (g *gatewayProc) stop(hurry bool) {
 	if g.cmd.Process != nil {
 		_ = g.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-g.exited:
-		case <-time.After(gatewayStopTimeout):
-			_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
-			<-g.exited
+		var again <-chan time.Time
+		if hurry {
+			t := time.NewTicker(hurryEvery)
+			defer t.Stop()
+			again = t.C
+		}
+		deadline := time.NewTimer(gatewayStopTimeout)
+		defer deadline.Stop()
+	wait:
+		for {
+			select {
+			case <-g.exited:
+				break wait
+			case <-again:
+				_ = g.cmd.Process.Signal(syscall.SIGTERM)
+			case <-deadline.C:
+				_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+				<-g.exited
+				break wait
+			}
 		}
 	}
 	_ = os.RemoveAll(g.state)

@@ -38,7 +38,10 @@ func ReplayStack(app workload.App, coldStart time.Duration) (*stack.Stack, error
 		fn := stack.Function{
 			Name:    f.Name,
 			Command: fmt.Sprintf("gantry fn replay --app %s --function %d", app.Name, i),
-			SLO:     slos[i],
+			// gantry fn takes a passed socket: requests queue on it
+			// from the moment an instance's process exists.
+			SocketActivation: true,
+			SLO:              slos[i],
 			// The simulator places no per-function bound below its
 			// cluster's 288 cores; the default of 20 would be one.
 			MaxScale:      stack.MaxInstances,

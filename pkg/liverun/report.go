@@ -1,11 +1,9 @@
 package liverun
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,9 +84,7 @@ func newReport(cfg Config, p *plan, res *loadgen.Result, before, after counters,
 
 // WriteJSON prints the report as one JSON object.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteText prints a short summary for a terminal.
@@ -133,22 +129,8 @@ func (r *Report) markdown() string {
 
 // WriteDir writes report.md, report.json, latency.png and instances.png.
 func (r *Report) WriteDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	md := r.markdown() + "\n![latency](latency.png)\n\n![instances](instances.png)\n"
-	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "report.json"))
-	if err != nil {
-		return err
-	}
-	if err := r.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeReportFiles(dir, UpReportFile, md, UpJSONFile, r); err != nil {
 		return err
 	}
 	return r.writePlots(dir)

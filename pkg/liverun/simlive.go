@@ -584,9 +584,7 @@ func loadAvg() float64 {
 
 // WriteJSON prints the comparison as one JSON object.
 func (c *Comparison) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(c)
+	return writeJSON(w, c)
 }
 
 // WriteText prints the markdown report.
@@ -721,22 +719,8 @@ func pct(v *float64) string {
 // WriteDir writes report.md, comparison.json, bars.png and the last live
 // run's latency.png and instances.png.
 func (c *Comparison) WriteDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	md := c.markdown() + "\n![live against sim](bars.png)\n\n![live latency](latency.png)\n\n![live instances](instances.png)\n"
-	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md), 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "comparison.json"))
-	if err != nil {
-		return err
-	}
-	if err := c.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeReportFiles(dir, "report.md", md, "comparison.json", c); err != nil {
 		return err
 	}
 	if err := c.plotBars(filepath.Join(dir, "bars.png")); err != nil {
@@ -895,9 +879,7 @@ func readComparison(path string) (*Comparison, error) {
 
 // WriteJSON prints the summary as one JSON object.
 func (s *Summary) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
+	return writeJSON(w, s)
 }
 
 // WriteText prints the summary's markdown table.
@@ -931,15 +913,5 @@ func (s *Summary) markdown() string {
 
 // WriteDir writes summary.md and summary.json into dir.
 func (s *Summary) WriteDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(s.markdown()), 0o644); err != nil {
-		return err
-	}
-	var b strings.Builder
-	if err := s.WriteJSON(&b); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "summary.json"), []byte(b.String()), 0o644)
+	return writeReportFiles(dir, "summary.md", s.markdown(), "summary.json", s)
 }

@@ -209,11 +209,14 @@ func Up(ctx context.Context, cfg UpConfig) (*UpReport, error) {
 	for _, p := range cfg.Policies {
 		ac.arms = append(ac.arms, armSpec{name: p, policy: p, stackFile: file})
 	}
-	results, err := runArms(ctx, ac)
+	results, stopped, err := runArms(ctx, ac)
 	if err != nil {
+		stopped()
 		return nil, err
 	}
-	return newUpReport(cfg, st, results), nil
+	rep := newUpReport(cfg, st, results)
+	rep.stopped = stopped
+	return rep, nil
 }
 
 // upStack is the stack the gateways serve and the payload of its app:
@@ -269,7 +272,7 @@ func appStream(cfg UpConfig, app stack.App, payload string) (streamSpec, error) 
 		return streamSpec{}, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
 	base := loadgen.Config{Dist: dist, MinSize: model.MinSize, MaxSize: model.MaxSize, Payload: loadgen.Payload(gen),
-		SLO: app.SLO, Drain: 500 * time.Millisecond}
+		SLO: app.SLO, Drain: upDrain}
 	if !strings.HasPrefix(payload, "replay:") {
 		// Real inputs (audio, images, PDFs) cost more to build than to
 		// send: a pool of 4 per size bucket, the same for every arm.

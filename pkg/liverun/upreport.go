@@ -1,7 +1,6 @@
 package liverun
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -34,6 +33,18 @@ type UpReport struct {
 	// arrivals is the measured trace's requests per second.
 	arrivals []float64
 	sloMs    float64
+	// stopped waits for the gateways of an interrupted run to stop.
+	stopped func()
+}
+
+// Wait returns once the run's gateways have stopped: an interrupted run
+// stops them while its report is written.
+func (r *UpReport) Wait() { waitStopped(r.stopped) }
+
+func waitStopped(stopped func()) {
+	if stopped != nil {
+		stopped()
+	}
 }
 
 // PolicyRun is one policy's gateway over the measured phase.
@@ -156,9 +167,7 @@ func cmpFloat(a, b float64) int {
 
 // WriteJSON prints the report as one JSON object.
 func (r *UpReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteText prints the table and the verdict for a terminal.
@@ -236,18 +245,7 @@ func (r *UpReport) WriteDir(dir string) error {
 		return err
 	}
 	md := r.markdown() + fmt.Sprintf("\n![live instances](%s)\n\n![latency](%s)\n", UpInstancesPlot, UpLatencyPlot)
-	if err := os.WriteFile(filepath.Join(dir, UpReportFile), []byte(md), 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, UpJSONFile))
-	if err != nil {
-		return err
-	}
-	if err := r.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeReportFiles(dir, UpReportFile, md, UpJSONFile, r)
 }
 
 func (r *UpReport) instanceSeries() []namedLive {

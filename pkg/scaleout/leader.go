@@ -25,7 +25,13 @@ const peerWait = 5 * time.Second
 type leader struct {
 	dispatch.Solo
 	since time.Time
-	peers map[string]*peer
+	// named is set once the replicas have been named (setPeers). Until
+	// they have been and each has reported, for at most peerWait, a
+	// replica the leader has not heard from may hold slots the previous
+	// leader granted it: the leader then grants no free slot and retires
+	// no instance. waiting is that state as last found (unsettled).
+	named, waiting bool
+	peers          map[string]*peer
 	// queued counts, per function, the requests queued at the other
 	// replicas, and remote, per instance, those they run there, as their
 	// latest reports say (refresh).
@@ -62,7 +68,7 @@ func (p *peer) holds(fr *FunctionReport, id string) int {
 }
 
 func newLeader(now time.Time) *leader {
-	return &leader{since: now, peers: map[string]*peer{}, queued: map[string]int{}, remote: map[string]int{}}
+	return &leader{since: now, waiting: true, peers: map[string]*peer{}, queued: map[string]int{}, remote: map[string]int{}}
 }
 
 func (*leader) role() Role { return Leader }
@@ -73,8 +79,12 @@ func (*leader) Slots(string, int) int { return 0 }
 func (ld *leader) Queued(fn string) int  { return ld.queued[fn] }
 func (ld *leader) Running(id string) int { return ld.remote[id] }
 
-// Holds reports whether another replica may still use a slot of id.
+// Holds reports whether another replica may still use a slot of id: any
+// may, while the leader is new and has not heard from every replica.
 func (ld *leader) Holds(fn, id string) bool {
+	if ld.waiting {
+		return true
+	}
 	for _, p := range ld.peers {
 		if p.holds(p.fns[fn], id) > 0 {
 			return true
@@ -112,7 +122,22 @@ func (ld *leader) Planned(l dispatch.Locked) {
 	ld.shareAll(l)
 }
 
+// unsettled reports whether a replica the leader has not heard from may
+// still hold slots the previous leader granted it.
+func (ld *leader) unsettled(l dispatch.Locked) bool {
+	ld.waiting = false
+	if l.Now().Sub(ld.since) >= peerWait {
+		return false
+	}
+	ld.waiting = !ld.named
+	for _, p := range ld.peers {
+		ld.waiting = ld.waiting || !p.seen
+	}
+	return ld.waiting
+}
+
 func (ld *leader) setPeers(l dispatch.Locked, ids []string) {
+	ld.named = true
 	keep := map[string]bool{}
 	for _, id := range ids {
 		keep[id] = true

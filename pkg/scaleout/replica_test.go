@@ -422,3 +422,93 @@ func serveOne(d *node) <-chan error {
 	}()
 	return got
 }
+
+// The leader goes and a follower takes over, while another follower
+// still runs a request on a slot the old leader granted it. The new
+// leader knows nothing of that until the replicas are named and that one
+// reports: before, it grants itself no slot it did not hold and retires
+// nothing, so the instance never runs more than its concurrency (the
+// flake of TestScaledOutGatewayTwoReplicas: an instance ran 3 requests at
+// concurrency 2 right after the leader replica was deleted).
+func TestANewLeaderGrantsNoSlotAnotherReplicaMayHold(t *testing.T) {
+	f := decl("f", 0)
+	f.Concurrency, f.MinScale, f.MaxScale = 2, 1, 1
+	rs := newReplicas(t, dispatch.Config{}, 2, f)
+	busy, heir := rs.followers["gw-0"], rs.followers["gw-1"]
+	// Both slots of the one instance go to gw-0, which has the demand.
+	rs.leader.Plan()
+	waitFor(t, func() bool { return len(rs.be.ReadyList()) == 1 })
+	inst := rs.be.ReadyList()[0].ID
+	got := make(chan *dispatch.Lease, 2)
+	for range 2 {
+		go func() {
+			l, err := busy.Acquire(context.Background(), req("f"))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+	}
+	waitFor(t, func() bool { rs.syncAll(t); rs.leader.Plan(); return len(got) == 2 })
+	held := <-got
+	(<-got).Release(time.Millisecond, 1)
+	rs.syncAll(t)
+	// The old leader is gone; gw-1 leads and ticks before it has named
+	// the replicas, then before gw-0 has reported.
+	if err := heir.Lead(); err != nil {
+		t.Fatal(err)
+	}
+	overload := func(when string) {
+		t.Helper()
+		if n := slotsOf(heir)[inst] + slotsOf(busy)[inst]; n > f.Concurrency {
+			t.Errorf("%s: the replicas hold %d slots of %s (new leader %v, gw-0 %v); its concurrency is %d",
+				when, n, inst, slotsOf(heir), slotsOf(busy), f.Concurrency)
+		}
+	}
+	heir.Plan()
+	overload("before the replicas are named")
+	if err := heir.SetPeers([]string{"gw-0"}); err != nil {
+		t.Fatal(err)
+	}
+	heir.Plan()
+	overload("before gw-0 reports")
+	if len(rs.be.Stopped()) != 0 {
+		t.Fatal("the new leader stopped an instance another replica runs a request on")
+	}
+	// gw-0 reports what it runs: the new leader shares the free slot.
+	g, _ := heir.GrantFor("gw-0")
+	rep, err := busy.Sync(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := heir.Fold("gw-0", rep); err != nil {
+		t.Fatal(err)
+	}
+	heir.Plan()
+	overload("after gw-0 reports")
+	// And it serves: a request at the new leader gets a slot once gw-0
+	// lets go of its own.
+	held.Release(time.Millisecond, 1)
+	served := serveOne(heir)
+	waitFor(t, func() bool {
+		g, _ := heir.GrantFor("gw-0")
+		rep, err := busy.Sync(g)
+		if err == nil {
+			err = heir.Fold("gw-0", rep)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		heir.Plan()
+		overload("sharing anew")
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true
+		default:
+			return false
+		}
+	})
+}

@@ -50,6 +50,7 @@ func (ld *leader) share(l dispatch.Locked, fn string) {
 // sharesNow is fn's slots as granted and held now; blocked while a
 // replica the new leader has not heard from may still hold some.
 func (ld *leader) sharesNow(l dispatch.Locked, fn string) (s shares, blocked bool) {
+	blocked = ld.unsettled(l)
 	for _, in := range l.Instances(fn) {
 		if !in.Draining && !in.Gone {
 			s.insts = append(s.insts, in)
@@ -70,9 +71,6 @@ func (ld *leader) sharesNow(l dispatch.Locked, fn string) (s shares, blocked boo
 			continue
 		}
 		p := ld.peers[id]
-		if !p.seen && l.Now().Sub(ld.since) < peerWait {
-			blocked = true
-		}
 		fr := p.fns[fn]
 		for i, in := range s.insts {
 			s.grant[k][i] = p.grant[in.ID]

@@ -36,35 +36,36 @@ type providerYAML struct {
 }
 
 type functionYAML struct {
-	Lang            string            `yaml:"lang"`
-	Handler         string            `yaml:"handler"`
-	Image           string            `yaml:"image"`
-	FProcess        string            `yaml:"fprocess"`
-	Command         string            `yaml:"command"`
-	Environment     map[string]string `yaml:"environment"`
-	EnvironmentFile []string          `yaml:"environment_file"`
-	Secrets         []string          `yaml:"secrets"`
-	Labels          map[string]string `yaml:"labels"`
-	Annotations     map[string]string `yaml:"annotations"`
-	Limits          Resources         `yaml:"limits"`
-	Requests        Resources         `yaml:"requests"`
-	Constraints     []string          `yaml:"constraints"`
-	BuildArgs       map[string]string `yaml:"build_args"`
-	BuildOptions    []string          `yaml:"build_options"`
-	ReadOnlyRootFS  bool              `yaml:"readonly_root_filesystem"`
-	Namespace       string            `yaml:"namespace"`
-	SkipBuild       bool              `yaml:"skip_build"`
-	SLO             string            `yaml:"slo"`
-	Criticality     int               `yaml:"criticality"`
-	Scale           scaleYAML         `yaml:"scale"`
-	Concurrency     int               `yaml:"concurrency"`
-	InputSize       inputSizeYAML     `yaml:"input_size"`
-	MaxQueue        int               `yaml:"max_queue"`
-	Timeout         string            `yaml:"timeout"`
-	ColdStart       string            `yaml:"cold_start"`
-	AsyncDeadline   string            `yaml:"async_deadline"`
-	Kind            string            `yaml:"kind"`
-	Idempotent      bool              `yaml:"idempotent"`
+	Lang             string            `yaml:"lang"`
+	Handler          string            `yaml:"handler"`
+	Image            string            `yaml:"image"`
+	FProcess         string            `yaml:"fprocess"`
+	Command          string            `yaml:"command"`
+	Environment      map[string]string `yaml:"environment"`
+	EnvironmentFile  []string          `yaml:"environment_file"`
+	Secrets          []string          `yaml:"secrets"`
+	Labels           map[string]string `yaml:"labels"`
+	Annotations      map[string]string `yaml:"annotations"`
+	Limits           Resources         `yaml:"limits"`
+	Requests         Resources         `yaml:"requests"`
+	Constraints      []string          `yaml:"constraints"`
+	BuildArgs        map[string]string `yaml:"build_args"`
+	BuildOptions     []string          `yaml:"build_options"`
+	ReadOnlyRootFS   bool              `yaml:"readonly_root_filesystem"`
+	Namespace        string            `yaml:"namespace"`
+	SkipBuild        bool              `yaml:"skip_build"`
+	SLO              string            `yaml:"slo"`
+	Criticality      int               `yaml:"criticality"`
+	Scale            scaleYAML         `yaml:"scale"`
+	Concurrency      int               `yaml:"concurrency"`
+	InputSize        inputSizeYAML     `yaml:"input_size"`
+	MaxQueue         int               `yaml:"max_queue"`
+	Timeout          string            `yaml:"timeout"`
+	ColdStart        string            `yaml:"cold_start"`
+	AsyncDeadline    string            `yaml:"async_deadline"`
+	Kind             string            `yaml:"kind"`
+	Idempotent       bool              `yaml:"idempotent"`
+	SocketActivation bool              `yaml:"socket_activation"`
 }
 
 type scaleYAML struct {
@@ -236,7 +237,8 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
 		MaxQueue: y.MaxQueue, Kind: y.Kind, Namespace: y.Namespace, Secrets: y.Secrets,
 		Constraints: y.Constraints, Limits: y.Limits, Requests: y.Requests,
-		ReadOnlyRootFilesystem: y.ReadOnlyRootFS, Idempotent: y.Idempotent}
+		ReadOnlyRootFilesystem: y.ReadOnlyRootFS, Idempotent: y.Idempotent,
+		SocketActivation: y.SocketActivation}
 	if y.InputSize.Sensitive != nil {
 		f.SizeSensitive = *y.InputSize.Sensitive
 	}

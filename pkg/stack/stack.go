@@ -102,6 +102,14 @@ type Function struct {
 	// one an instance failed after receiving it on another instance;
 	// otherwise only a request never delivered is retried.
 	Idempotent bool
+	// SocketActivation says the program takes its listening socket from
+	// the runtime when passed one, systemd-style (LISTEN_FDS, LISTEN_PID,
+	// descriptor 3; pkg/listenfd), and listens on $PORT when not. The
+	// local runtime then opens the socket itself and sends requests to an
+	// instance as soon as its process exists, instead of polling it until
+	// it listens. It declares what the program can do: a backend that
+	// cannot pass a socket (Kubernetes) starts it listening on its own.
+	SocketActivation bool
 	// Namespace is OpenFaaS's function namespace (DefaultNamespace when
 	// empty); the registry keys functions by Ref.
 	Namespace string
@@ -274,6 +282,8 @@ const (
 	AnnotationKind          = "gantry.dev/kind"
 	AnnotationAsyncDeadline = "gantry.dev/async-deadline"
 	AnnotationIdempotent    = "gantry.dev/idempotent" // "true" or "false"
+	// AnnotationSocketActivation is socket_activation: "true" or "false".
+	AnnotationSocketActivation = "gantry.dev/socket-activation"
 	// AnnotationKnativeCriticality is the annotation PREEMPT-FaaS reads
 	// on Knative services; it sets the criticality too.
 	AnnotationKnativeCriticality = "autoscaling.knative.dev/application-criticality-level"
@@ -322,12 +332,18 @@ func (f *Function) applyMeta() error {
 	if v, ok := f.Annotations[AnnotationKind]; ok {
 		f.Kind = v
 	}
-	if v, ok := f.Annotations[AnnotationIdempotent]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("%w: function %q: %s=%q must be true or false", ErrInvalid, f.Name, AnnotationIdempotent, v)
+	bools := []struct {
+		key string
+		dst *bool
+	}{{AnnotationIdempotent, &f.Idempotent}, {AnnotationSocketActivation, &f.SocketActivation}}
+	for _, it := range bools {
+		if v, ok := f.Annotations[it.key]; ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%w: function %q: %s=%q must be true or false", ErrInvalid, f.Name, it.key, v)
+			}
+			*it.dst = b
 		}
-		f.Idempotent = b
 	}
 	if v, ok := f.Annotations[AnnotationSizeRange]; ok {
 		if _, err := fmt.Sscanf(v, "%g-%g", &f.MinSize, &f.MaxSize); err != nil {

@@ -192,3 +192,26 @@ func TestRefsNameOneFunctionPerNamespace(t *testing.T) {
 		t.Fatal("qualified names")
 	}
 }
+
+// socket_activation in the stack file and gantry.dev/socket-activation
+// over the API both declare a program that takes a passed socket; anything
+// but a boolean is refused.
+func TestSocketActivationFromTheStackAndTheAPI(t *testing.T) {
+	s, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    socket_activation: true\n  g:\n    fprocess: y\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Functions[0].SocketActivation || s.Functions[1].SocketActivation {
+		t.Fatalf("socket_activation %v %v, want true false", s.Functions[0].SocketActivation, s.Functions[1].SocketActivation)
+	}
+	if _, err := Parse("stack.yml", []byte("functions:\n  f:\n    fprocess: x\n    socket_activation: often\n")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("socket_activation: often: %v, want ErrInvalid", err)
+	}
+	f, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationSocketActivation: "true"}})
+	if err != nil || !f.SocketActivation {
+		t.Fatalf("annotation true: %+v %v", f.SocketActivation, err)
+	}
+	if _, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationSocketActivation: "on"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), AnnotationSocketActivation) {
+		t.Fatalf("annotation on: %v, want ErrInvalid naming the annotation", err)
+	}
+}
