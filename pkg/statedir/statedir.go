@@ -1,7 +1,8 @@
 // Package statedir is the gateway's state folder (../shared/conventions.md):
 // one folder per gateway, locked so that two gateways never share it, holding
-// what must survive a restart or a crash: deployed functions, secrets, the
-// records of running instances, the embedded queue's store and logs.
+// what must survive a restart or a crash: deployed functions, the namespaces
+// and apps created over the API, secrets, the records of running instances,
+// the embedded queue's store and logs.
 package statedir
 
 import (
