@@ -63,9 +63,23 @@ func (q *Queue) connect() error {
 	}
 	q.nc = nc
 	q.maxPayload = nc.MaxPayload()
-	q.js, err = jetstream.New(nc)
+	// Publishes go out without waiting for one another: each caller
+	// waits for its own acknowledgement, while at most maxPendingAcks are
+	// outstanding on the connection (a publisher past it waits, at most
+	// stallWait).
+	q.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPendingAcks),
+		jetstream.WithPublishAsyncTimeout(ackTimeout))
 	return err
 }
+
+// Bounds of the publishes awaiting their acknowledgement.
+const (
+	maxPendingAcks = 4096
+	stallWait      = time.Second
+	// ackTimeout ends a publish no acknowledgement answers (the server
+	// gone), so that none is outstanding for ever.
+	ackTimeout = 30 * time.Second
+)
 
 // startEmbedded runs nats-server in this process with JetStream on disk.
 // It listens on no port: the gateway reaches it in-process.
@@ -124,17 +138,27 @@ func (q *Queue) MaxPayload() int64 { return max(0, q.maxPayload-maxHeaderRoom) }
 const maxHeaderRoom = 64 << 10
 
 // Publish stores a job and returns once JetStream acknowledged it: the job
-// is then on disk (and replicated, on a cluster). It returns ErrFull at
+// is then on disk (and replicated, on a cluster). Concurrent publishes do
+// not wait for one another's acknowledgements. It returns ErrFull at
 // the queue's bound, ErrTooLarge for a job past MaxPayload, and
 // ErrUnavailable when the queue cannot be reached.
 func (q *Queue) Publish(ctx context.Context, j *Job) error {
 	if int64(len(j.Body)) > q.MaxPayload() {
 		return fmt.Errorf("%w: %d bytes over the queue's limit of %d", ErrTooLarge, len(j.Body), q.MaxPayload())
 	}
-	_, err := q.js.PublishMsg(ctx, j.message())
+	f, err := q.js.PublishMsgAsync(j.message(), jetstream.WithStallWait(stallWait))
+	if err == nil {
+		select {
+		case <-f.Ok():
+			return nil
+		case err = <-f.Err():
+		case <-ctx.Done():
+			err = fmt.Errorf("no acknowledgement: %w", ctx.Err())
+		}
+	}
 	switch {
-	case err == nil:
-		return nil
+	case errors.Is(err, jetstream.ErrTooManyStalledMsgs):
+		return fmt.Errorf("%w: %d publishes await their acknowledgement: %v", ErrFull, maxPendingAcks, err)
 	case isFull(err):
 		return fmt.Errorf("%w: %v", ErrFull, err)
 	case errors.Is(err, nats.ErrMaxPayload):

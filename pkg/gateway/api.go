@@ -137,7 +137,7 @@ func (g *Gateway) listFunctions(w http.ResponseWriter, r *http.Request) {
 	if ns == "" {
 		ns = stack.DefaultNamespace
 	}
-	if !g.ns.exists(ns) {
+	if !g.ns.exists(r.Context(), ns) {
 		http.Error(w, fmt.Sprintf("namespace %q not found", ns), http.StatusNotFound)
 		return
 	}
@@ -206,11 +206,11 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		return
 	}
 	f, err := req.function()
-	if err == nil && !g.ns.exists(f.NamespaceOrDefault()) {
+	if err == nil && !g.ns.exists(r.Context(), f.NamespaceOrDefault()) {
 		err = fmt.Errorf("%w: namespace %q does not exist; create it first (faas-cli namespace create %s)", stack.ErrInvalid, f.Namespace, f.Namespace)
 	}
 	if err == nil {
-		err = g.checkSecretsExist(f)
+		err = g.checkSecretsExist(r.Context(), f)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -227,8 +227,12 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 		writeError(w, err)
 		return
 	}
-	if err := g.store.saveDeployment(f.Ref(), req); err != nil {
-		g.persistFailed(w, f.Ref(), err)
+	created := time.Now()
+	if st, ok := g.d.Function(f.Ref()); ok {
+		created = st.CreatedAt
+	}
+	if err := g.store.saveDeployment(f.Ref(), req, created); err != nil {
+		g.persistFailed(w, functionWhat(f.Ref()), err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -236,11 +240,15 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 
 // persistFailed answers a change the dispatcher made but the state folder
 // could not keep: it is served now and lost at the next restart.
-func (g *Gateway) persistFailed(w http.ResponseWriter, ref string, err error) {
-	g.cfg.Logger.Error("the change is served but not kept in the state folder", "function", ref, "err", err)
-	http.Error(w, fmt.Sprintf("function %q changed, but the state folder could not keep the change, so a restart loses it: %v", ref, err),
+// What names the changed object: function "NAME", app "NAME", namespace
+// "NAME".
+func (g *Gateway) persistFailed(w http.ResponseWriter, what string, err error) {
+	g.cfg.Logger.Error("the change is served but not kept in the state folder", "changed", what, "err", err)
+	http.Error(w, fmt.Sprintf("%s changed, but the state folder could not keep the change, so a restart loses it: %v", what, err),
 		http.StatusInternalServerError)
 }
+
+func functionWhat(ref string) string { return fmt.Sprintf("function %q", ref) }
 
 func (req *deployment) function() (stack.Function, error) {
 	limits, err := req.Limits.get("limits")
@@ -284,7 +292,7 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 	g.logs.Drop(ref)
 	g.limits.forget(stack.QualifiedRef(ref))
 	if err := g.store.remove(ref); err != nil {
-		g.persistFailed(w, ref, err)
+		g.persistFailed(w, functionWhat(ref), err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -323,7 +331,7 @@ func (g *Gateway) scaleFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := g.store.saveReplicas(ref, int(*req.Replicas)); err != nil {
-		g.persistFailed(w, ref, err)
+		g.persistFailed(w, functionWhat(ref), err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -375,25 +383,48 @@ func (g *Gateway) deployApp(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	a := stack.App{Name: req.Name, Functions: req.Functions}
-	if req.SLO != "" {
-		d, err := time.ParseDuration(req.SLO)
-		if err != nil {
-			http.Error(w, fmt.Sprintf("slo: %v", err), http.StatusBadRequest)
-			return
-		}
-		a.SLO = d
+	a, err := req.app()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
+	g.store.lock()
+	defer g.store.unlock()
 	if err := g.d.DeployApp(a); err != nil {
 		writeError(w, err)
+		return
+	}
+	// Kept as deployed, without the budgets the dispatcher works out.
+	if err := g.appStore.save(a.Name, appJSON{Name: req.Name, Functions: req.Functions, SLO: req.SLO}); err != nil {
+		g.persistFailed(w, fmt.Sprintf("app %q", a.Name), err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
+// app is the stack's App that a request or a stored file declares.
+func (req appJSON) app() (stack.App, error) {
+	a := stack.App{Name: req.Name, Functions: req.Functions}
+	if req.SLO != "" {
+		d, err := time.ParseDuration(req.SLO)
+		if err != nil {
+			return a, fmt.Errorf("slo: %v", err)
+		}
+		a.SLO = d
+	}
+	return a, nil
+}
+
 func (g *Gateway) deleteApp(w http.ResponseWriter, r *http.Request) {
-	if err := g.d.RemoveApp(r.PathValue("name")); err != nil {
+	name := r.PathValue("name")
+	g.store.lock()
+	defer g.store.unlock()
+	if err := g.d.RemoveApp(name); err != nil {
 		writeError(w, err)
+		return
+	}
+	if err := g.appStore.remove(name); err != nil {
+		g.persistFailed(w, fmt.Sprintf("app %q", name), err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

@@ -28,28 +28,43 @@ import (
 	"gantry.dev/gantry/pkg/backend"
 	"gantry.dev/gantry/pkg/callid"
 	"gantry.dev/gantry/pkg/dispatch"
+	"gantry.dev/gantry/pkg/statedir"
 )
 
 // startCompatGateway is gantry serve as a faas-cli user runs it: basic
 // auth on the management routes, the real process runtime, and the
 // embedded JetStream queue for async invocations in a folder of the
 // test's.
-func startCompatGateway(t *testing.T) *Server {
+// The state folder at dir keeps what the API creates across restarts; stop
+// shuts the gateway down and closes the folder (idempotent).
+func startCompatGateway(t *testing.T, dir string) (srv *Server, stop func()) {
 	t.Helper()
-	ac := async.Config{StoreDir: t.TempDir(), CallbackBackoff: 10 * time.Millisecond}
-	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0",
+	st, err := statedir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := async.Config{CallbackBackoff: 10 * time.Millisecond}
+	srv, err = Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", State: st,
 		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
 		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
 		Gateway:  Config{Auth: NewAuth("admin", "secret", ""), MaxBody: 1 << 20}, Async: &ac})
 	if err != nil {
+		st.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-	})
-	return srv
+		st.Close()
+	}
+	t.Cleanup(stop)
+	return srv, stop
 }
 
 // ofClient is an OpenFaaS API client: one method per operation of the
@@ -144,7 +159,8 @@ func asDeployment(st types.FunctionStatus) types.FunctionDeployment {
 }
 
 func TestFaaSCLIFlowOverOpenFaaSWireFormat(t *testing.T) {
-	srv := startCompatGateway(t)
+	state, parent := t.TempDir(), t
+	srv, stop := startCompatGateway(t, state)
 	c := &ofClient{t: t, base: srv.URL(), user: "admin", pass: "secret"}
 	inst := instanceFunction(t, "shout", "upper")
 
@@ -283,8 +299,53 @@ func TestFaaSCLIFlowOverOpenFaaSWireFormat(t *testing.T) {
 	})
 
 	t.Run("restart of the gateway", func(t *testing.T) {
-		t.Skip("functions and secrets survive a restart (TestFunctionsSurviveAGracefulRestart, TestFunctionsSurviveAKilledGateway), " +
-			"but namespaces created through the API are not kept in the state folder yet: an empty one is gone after a restart")
+		// Everything created over the API comes back from the state
+		// folder: an empty namespace with its labels, the function with
+		// its createdAt and replicas, an app.
+		c.must(201, http.MethodPost, "/system/namespace/", types.FunctionNamespace{Name: "empty", Annotations: map[string]string{"owner": "q"}}, nil)
+		c.must(202, http.MethodPost, "/system/apps", map[string]any{"name": "chain", "functions": []string{"shout.staging"}, "slo": "3s"}, nil)
+		before := c.describe("shout", "staging")
+		stop()
+		// The new gateway lives on to the test's end, not the step's.
+		srv, stop = startCompatGateway(parent, state)
+		c.base = srv.URL()
+		var list []string
+		c.must(200, http.MethodGet, "/system/namespaces", nil, &list)
+		if !slices.Equal(list, []string{"empty", "openfaas-fn", "staging"}) {
+			t.Fatalf("namespaces after the restart: %v", list)
+		}
+		var ns types.FunctionNamespace
+		c.must(200, http.MethodGet, "/system/namespace/staging", nil, &ns)
+		if ns.Labels["team"] != "b" {
+			t.Fatalf("staging after the restart: %+v", ns)
+		}
+		c.must(200, http.MethodGet, "/system/namespace/empty", nil, &ns)
+		if ns.Annotations["owner"] != "q" {
+			t.Fatalf("empty after the restart: %+v", ns)
+		}
+		after := c.describe("shout", "staging")
+		if got, want := asDeployment(after), asDeployment(before); !reflect.DeepEqual(got, want) {
+			t.Fatalf("after the restart\n%+v\nbefore\n%+v", got, want)
+		}
+		if !after.CreatedAt.Equal(before.CreatedAt) {
+			t.Fatalf("createdAt %v after the restart, %v before", after.CreatedAt, before.CreatedAt)
+		}
+		waitUntil(t, "the 2 replicas scaled to before the restart", func() bool {
+			return c.describe("shout", "staging").AvailableReplicas == 2
+		})
+		var app struct {
+			Functions []string `json:"functions"`
+			SLO       string   `json:"slo"`
+		}
+		c.must(200, http.MethodGet, "/system/apps/chain", nil, &app)
+		if !slices.Equal(app.Functions, []string{"shout.staging"}) || app.SLO != "3s" {
+			t.Fatalf("app after the restart: %+v", app)
+		}
+		if code, body := c.invoke("shout.staging", "back"); code != 200 || body != "BACK" {
+			t.Fatalf("invoke after the restart: %d %q", code, body)
+		}
+		c.must(202, http.MethodDelete, "/system/apps/chain", nil, nil)
+		c.must(202, http.MethodDelete, "/system/namespace/empty", nil, nil)
 	})
 
 	t.Run("invoke async with a callback", func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ import (
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/funclogs"
 	"gantry.dev/gantry/pkg/secrets"
+	"gantry.dev/gantry/pkg/stack"
 	"gantry.dev/gantry/pkg/statedir"
 )
 
@@ -79,10 +81,24 @@ type Gateway struct {
 	ns      *namespaces
 	asyncM  *async.Metrics
 	store   *functionStore
-	secrets *secrets.Store // nil without a state folder
-	local   bool           // instances are local processes (instances.go)
-	logs    *funclogs.Hub  // the instances' output (logs.go)
-	limits  *limits        // the memory watchdog and its kills (limits.go)
+	// nsStore and appStore keep the namespaces and apps the API created
+	// (persist_more.go); nil without a state folder.
+	nsStore  *recordDir
+	appStore *recordDir
+	secrets  *secrets.Store // nil without a state folder
+	local    bool           // instances are local processes (instances.go)
+	logs     *funclogs.Hub  // the instances' output (logs.go)
+	// cluster and podLogs are a backend's own secrets and logs (the
+	// Kubernetes backend's), nil for others (instances.go).
+	cluster secretKeeper
+	podLogs podLogReader
+	// podFollowers counts the log streams read from the backend, bounded
+	// like the local rings' followers.
+	podFollowers atomic.Int64
+	// streams ends the log streams read from a backend: EndStreams.
+	streams    context.Context
+	endStreams context.CancelFunc
+	limits     *limits // the memory watchdog and its kills (limits.go)
 	// held counts the slots of exchanges the drain ended that are kept
 	// until their instance must have finished (KeepsInstances); letGo
 	// ends the wait (a second signal).
@@ -113,8 +129,10 @@ func New(cfg Config) *Gateway {
 	}
 	g := &Gateway{cfg: cfg, d: cfg.Dispatcher, mux: http.NewServeMux(), up: newUpstream(),
 		metrics: newMetrics(cfg.Registry, cfg.Dispatcher), ns: newNamespaces(cfg.Dispatcher),
-		store: newFunctionStore(cfg.State), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
+		store: newFunctionStore(cfg.State), nsStore: newRecordDir(cfg.State, statedir.Namespaces, MaxNamespaces),
+		appStore: newRecordDir(cfg.State, statedir.Apps, stack.MaxFunctions), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	g.abort, g.stopAbort = context.WithCancel(context.Background())
+	g.streams, g.endStreams = context.WithCancel(context.Background())
 	g.letGo = make(chan struct{})
 	if cfg.State != nil {
 		var err error
@@ -136,6 +154,7 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 // watchdog. Call it once the server has stopped.
 func (g *Gateway) Close() {
 	g.stopAbort()
+	g.endStreams()
 	g.up.close()
 	g.logs.Close()
 	g.limits.close()
@@ -143,7 +162,10 @@ func (g *Gateway) Close() {
 
 // EndStreams ends the streams that would otherwise last until their
 // client goes (log followers), so that a drain does not wait for them.
-func (g *Gateway) EndStreams() { g.logs.Close() }
+func (g *Gateway) EndStreams() {
+	g.logs.Close()
+	g.endStreams()
+}
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }

@@ -5,13 +5,32 @@ package gateway
 // function's log ring (logs.go), and its memory watchdog (limits.go).
 
 import (
+	"context"
+
 	"gantry.dev/gantry/pkg/backend"
+	"gantry.dev/gantry/pkg/funclogs"
 	"gantry.dev/gantry/pkg/stack"
 )
 
+// podLogReader is a backend that reads its instances' logs itself (the
+// Kubernetes backend: pod logs).
+type podLogReader interface {
+	Logs(ctx context.Context, ref string, q funclogs.Query, follow bool, emit func(funclogs.Line) error) error
+}
+
 // attachLocal hooks the gateway into a local backend's instance starts;
-// other backends run their instances elsewhere.
+// other backends run their instances elsewhere, and may keep their logs
+// and secrets themselves.
 func (g *Gateway) attachLocal(be backend.Backend) {
+	if k, ok := be.(secretKeeper); ok {
+		g.cluster = k
+	}
+	if lr, ok := be.(podLogReader); ok {
+		g.podLogs = lr
+	}
+	if nb, ok := be.(namespaceBackend); ok {
+		g.ns.be = nb
+	}
 	l, ok := be.(*backend.Local)
 	if !ok {
 		return

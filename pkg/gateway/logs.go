@@ -5,6 +5,7 @@ package gateway
 // follow=true the lines to come until the client goes or the gateway stops.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,13 +65,17 @@ func parseLogQuery(r *http.Request) (q funclogs.Query, follow bool, err error) {
 }
 
 func (g *Gateway) functionLogs(w http.ResponseWriter, r *http.Request) {
-	if !g.local {
-		http.Error(w, "logs are kept for local instances only; on Kubernetes read them with kubectl logs -l faas_function=NAME", http.StatusNotImplemented)
+	if !g.local && g.podLogs == nil {
+		http.Error(w, "this backend keeps no logs of its instances", http.StatusNotImplemented)
 		return
 	}
 	q, follow, err := parseLogQuery(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if g.podLogs != nil {
+		g.backendLogs(w, r, q, follow)
 		return
 	}
 	if _, ok := g.d.Function(q.Function); !ok && !g.logs.Known(q.Function) {
@@ -139,5 +144,68 @@ func (g *Gateway) functionLogs(w http.ResponseWriter, r *http.Request) {
 				flusher.Flush()
 			}
 		}
+	}
+}
+
+// backendLogs serves the lines the backend reads (pod logs on Kubernetes):
+// the same format and query; following ends when the client goes or the
+// gateway drains.
+func (g *Gateway) backendLogs(w http.ResponseWriter, r *http.Request, q funclogs.Query, follow bool) {
+	if _, ok := g.d.Function(q.Function); !ok {
+		http.Error(w, fmt.Sprintf("function %q not found", stack.QualifiedRef(q.Function)), http.StatusNotFound)
+		return
+	}
+	if follow {
+		if g.podFollowers.Add(1) > funclogs.MaxFollowers {
+			g.podFollowers.Add(-1)
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, fmt.Sprintf("%v: at most %d at once", funclogs.ErrTooManyFollowers, funclogs.MaxFollowers), http.StatusTooManyRequests)
+			return
+		}
+		defer g.podFollowers.Add(-1)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(g.streams, cancel)
+	defer stop()
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	started := false
+	begin := func() {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(http.StatusOK)
+		}
+	}
+	if follow {
+		// A follower gets its answer's head at once, as with local
+		// instances; an error past it is its last line.
+		begin()
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	err := g.podLogs.Logs(ctx, q.Function, q, follow, func(l funclogs.Line) error {
+		begin()
+		if err := enc.Encode(toMessage(l)); err != nil {
+			return err
+		}
+		if follow && flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	})
+	switch {
+	case ctx.Err() != nil:
+	case started && err != nil:
+		_ = enc.Encode(toMessage(funclogs.Line{Function: q.Function, Time: time.Now(), Text: "reading the logs ended: " + err.Error()}))
+	case started:
+	case err == nil:
+		begin()
+	case errors.Is(err, stack.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, fmt.Sprintf("reading the logs of %q: %v", stack.QualifiedRef(q.Function), err), http.StatusBadGateway)
 	}
 }

@@ -10,6 +10,8 @@ package gateway
 // (stack.Ref); this only decides which namespaces a deploy may name.
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -30,9 +32,22 @@ type functionNamespace struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 }
 
+// namespaceBackend is a backend with namespaces of its own (the
+// Kubernetes backend: Kubernetes namespaces marked openfaas=1): they are
+// function namespaces too, and the API's namespace CRUD creates, changes
+// and deletes them.
+type namespaceBackend interface {
+	FunctionNamespaces(ctx context.Context) ([]string, error)
+	CreateNamespace(ctx context.Context, name string, labels, annotations map[string]string) (existed bool, err error)
+	UpdateNamespace(ctx context.Context, name string, labels, annotations map[string]string) error
+	DeleteNamespace(ctx context.Context, name string) error
+}
+
 // namespaces holds the namespaces created over the API.
 type namespaces struct {
 	d *dispatch.Dispatcher
+	// be is the backend's namespaces; nil for a backend without.
+	be namespaceBackend
 	// mu guards created.
 	mu      sync.Mutex
 	created map[string]functionNamespace
@@ -51,35 +66,52 @@ func (n *namespaces) inUse() map[string]int {
 	return out
 }
 
-func (n *namespaces) exists(name string) bool {
-	n.mu.Lock()
-	_, ok := n.created[name]
-	n.mu.Unlock()
-	return ok || name == stack.DefaultNamespace || n.inUse()[name] > 0
+func (n *namespaces) exists(ctx context.Context, name string) bool {
+	_, ok := n.get(ctx, name)
+	return ok
 }
 
-func (n *namespaces) get(name string) (functionNamespace, bool) {
+// inBackend reports whether the backend has the namespace (false when it
+// cannot say).
+func (n *namespaces) inBackend(ctx context.Context, name string) bool {
+	if n.be == nil {
+		return false
+	}
+	names, err := n.be.FunctionNamespaces(ctx)
+	return err == nil && slices.Contains(names, name)
+}
+
+func (n *namespaces) get(ctx context.Context, name string) (functionNamespace, bool) {
 	n.mu.Lock()
 	ns, ok := n.created[name]
 	n.mu.Unlock()
 	if ok {
 		return cloneNamespace(ns), true
 	}
-	if name == stack.DefaultNamespace || n.inUse()[name] > 0 {
+	if name == stack.DefaultNamespace || n.inUse()[name] > 0 || n.inBackend(ctx, name) {
 		return functionNamespace{Name: name}, true
 	}
 	return functionNamespace{}, false
 }
 
-func (n *namespaces) list() []string {
+func (n *namespaces) list(ctx context.Context) ([]string, error) {
 	set := n.inUse()
 	set[stack.DefaultNamespace]++
+	if n.be != nil {
+		names, err := n.be.FunctionNamespaces(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			set[name]++
+		}
+	}
 	n.mu.Lock()
 	for name := range n.created {
 		set[name]++
 	}
 	n.mu.Unlock()
-	return slices.Sorted(maps.Keys(set))
+	return slices.Sorted(maps.Keys(set)), nil
 }
 
 func cloneNamespace(ns functionNamespace) functionNamespace {
@@ -87,13 +119,18 @@ func cloneNamespace(ns functionNamespace) functionNamespace {
 	return ns
 }
 
-func (g *Gateway) listNamespaces(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, g.ns.list())
+func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request) {
+	list, err := g.ns.list(r.Context())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (g *Gateway) getNamespace(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	ns, ok := g.ns.get(name)
+	ns, ok := g.ns.get(r.Context(), name)
 	if !ok {
 		http.Error(w, fmt.Sprintf("namespace %q not found", name), http.StatusNotFound)
 		return
@@ -119,7 +156,22 @@ func (g *Gateway) createNamespace(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("this gateway already has %d namespaces, the most it takes", MaxNamespaces), http.StatusBadRequest)
 		return
 	}
+	if g.ns.be != nil {
+		existed, err := g.ns.be.CreateNamespace(r.Context(), ns.Name, ns.Labels, ns.Annotations)
+		switch {
+		case err != nil:
+			http.Error(w, fmt.Sprintf("creating namespace %q: %v", ns.Name, err), http.StatusBadGateway)
+			return
+		case existed:
+			http.Error(w, fmt.Sprintf("namespace %q already exists in the cluster", ns.Name), http.StatusConflict)
+			return
+		}
+	}
 	g.ns.created[ns.Name] = ns
+	if err := g.nsStore.save(ns.Name, ns); err != nil {
+		g.persistFailed(w, fmt.Sprintf("namespace %q", ns.Name), err)
+		return
+	}
 	w.WriteHeader(http.StatusCreated)
 }
 
@@ -132,13 +184,23 @@ func (g *Gateway) updateNamespace(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("namespace %q is the default and keeps no labels or annotations", ns.Name), http.StatusBadRequest)
 		return
 	}
-	if !g.ns.exists(ns.Name) {
+	if !g.ns.exists(r.Context(), ns.Name) {
 		http.Error(w, fmt.Sprintf("namespace %q not found", ns.Name), http.StatusNotFound)
 		return
 	}
 	g.ns.mu.Lock()
+	defer g.ns.mu.Unlock()
+	if g.ns.be != nil {
+		if err := g.ns.be.UpdateNamespace(r.Context(), ns.Name, ns.Labels, ns.Annotations); err != nil {
+			backendNamespaceError(w, ns.Name, err)
+			return
+		}
+	}
 	g.ns.created[ns.Name] = ns
-	g.ns.mu.Unlock()
+	if err := g.nsStore.save(ns.Name, ns); err != nil {
+		g.persistFailed(w, fmt.Sprintf("namespace %q", ns.Name), err)
+		return
+	}
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -153,11 +215,26 @@ func (g *Gateway) deleteNamespace(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.ns.mu.Lock()
+	defer g.ns.mu.Unlock()
 	_, ok := g.ns.created[name]
+	if g.ns.be != nil {
+		if !ok && !g.ns.inBackend(r.Context(), name) {
+			http.Error(w, fmt.Sprintf("namespace %q not found", name), http.StatusNotFound)
+			return
+		}
+		if err := g.ns.be.DeleteNamespace(r.Context(), name); err != nil {
+			backendNamespaceError(w, name, err)
+			return
+		}
+		ok = true
+	}
 	delete(g.ns.created, name)
-	g.ns.mu.Unlock()
 	if !ok {
 		http.Error(w, fmt.Sprintf("namespace %q not found", name), http.StatusNotFound)
+		return
+	}
+	if err := g.nsStore.remove(name); err != nil {
+		g.persistFailed(w, fmt.Sprintf("namespace %q", name), err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -187,4 +264,12 @@ func (g *Gateway) readNamespace(w http.ResponseWriter, r *http.Request) (functio
 		return ns, false
 	}
 	return ns, true
+}
+
+func backendNamespaceError(w http.ResponseWriter, name string, err error) {
+	code := http.StatusBadGateway
+	if errors.Is(err, stack.ErrInvalid) {
+		code = http.StatusConflict
+	}
+	http.Error(w, fmt.Sprintf("namespace %q: %v", name, err), code)
 }

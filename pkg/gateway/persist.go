@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/stack"
@@ -35,6 +36,9 @@ type storedFunction struct {
 	Version    int        `json:"version"`
 	Deployment deployment `json:"deployment"`
 	Replicas   *int       `json:"replicas,omitempty"`
+	// CreatedAt is when the API first deployed the function: createdAt
+	// stays what it was across restarts.
+	CreatedAt time.Time `json:"createdAt,omitzero"`
 }
 
 // functionStore writes the API's changes to functions/. Its lock is held
@@ -72,13 +76,16 @@ func (s *functionStore) path(ref string) string { return filepath.Join(s.dir, re
 
 // saveDeployment records a deploy or update. An update keeps the replicas
 // of an earlier scale, as OpenFaaS's update keeps the replica count.
-func (s *functionStore) saveDeployment(ref string, req deployment) error {
+func (s *functionStore) saveDeployment(ref string, req deployment, created time.Time) error {
 	if s == nil {
 		return nil
 	}
-	rec := storedFunction{Version: storedVersion, Deployment: req}
+	rec := storedFunction{Version: storedVersion, Deployment: req, CreatedAt: created.UTC()}
 	if old, err := s.read(ref); err == nil {
 		rec.Replicas = old.Replicas
+		if !old.CreatedAt.IsZero() {
+			rec.CreatedAt = old.CreatedAt
+		}
 	}
 	return s.write(ref, rec)
 }
@@ -187,6 +194,7 @@ func (g *Gateway) restore(ctx context.Context, s *stack.Stack) error {
 			named[f.Ref()] = true
 		}
 	}
+	g.restoreNamespaces()
 	for _, rec := range g.store.all(g.cfg.Logger) {
 		name := stack.Ref(rec.Deployment.Service, rec.Deployment.Namespace)
 		if named[name] {
@@ -199,15 +207,18 @@ func (g *Gateway) restore(ctx context.Context, s *stack.Stack) error {
 		}
 		g.cfg.Logger.Info("function restored from the state folder", "function", name)
 	}
-	if s == nil {
-		return nil
-	}
-	for _, f := range s.Functions {
-		if err := g.checkSecretsExist(f); err != nil {
+	if s != nil {
+		for _, f := range s.Functions {
+			if err := g.checkSecretsExist(ctx, f); err != nil {
+				return err
+			}
+		}
+		if err := g.d.Load(ctx, s); err != nil {
 			return err
 		}
 	}
-	return g.d.Load(ctx, s)
+	g.restoreApps(s)
+	return nil
 }
 
 func (g *Gateway) restoreOne(ctx context.Context, rec storedFunction) error {
@@ -219,6 +230,11 @@ func (g *Gateway) restoreOne(ctx context.Context, rec storedFunction) error {
 	// scaled-out replicas accepts too.
 	if err := g.d.Load(ctx, &stack.Stack{Functions: []stack.Function{f}}); err != nil {
 		return err
+	}
+	if !rec.CreatedAt.IsZero() {
+		if err := g.d.SetCreatedAt(f.Ref(), rec.CreatedAt); err != nil {
+			return err
+		}
 	}
 	if rec.Replicas == nil {
 		return nil

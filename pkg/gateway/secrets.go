@@ -6,6 +6,7 @@ package gateway
 // in its environment.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -28,43 +29,107 @@ type secretJSON struct {
 	RawValue  []byte `json:"rawValue,omitempty"`
 }
 
-// noSecrets says why a gateway does not serve /system/secrets; empty when
-// it does.
-func (g *Gateway) noSecrets() string {
-	switch {
-	case g.secrets == nil:
-		return "secrets need the gateway's state folder (gantry serve --state-dir) to be kept in; this gateway has none"
-	case !g.local:
-		return "secrets are kept for local instances only; on Kubernetes create Kubernetes Secrets (kubectl create secret) until this backend mounts them"
-	}
-	return ""
+// secretKeeper keeps secrets by function namespace: the state folder
+// (localSecrets) or the backend's cluster (the Kubernetes backend's
+// Kubernetes Secrets).
+type secretKeeper interface {
+	ListSecrets(ctx context.Context, namespace string) ([]string, error)
+	SecretExists(ctx context.Context, namespace, name string) (bool, error)
+	CreateSecret(ctx context.Context, namespace, name string, value []byte) error
+	UpdateSecret(ctx context.Context, namespace, name string, value []byte) error
+	DeleteSecret(ctx context.Context, namespace, name string) error
 }
 
-func (g *Gateway) secretsRoute(h http.HandlerFunc) http.HandlerFunc {
+// localSecrets is the state folder's store, which keeps the default
+// namespace's secrets only.
+type localSecrets struct{ s *secrets.Store }
+
+func (l localSecrets) ns(namespace string) error {
+	if namespace != "" && namespace != stack.DefaultNamespace {
+		return fmt.Errorf("%w: secrets are kept for namespace %q only, not %q", secrets.ErrInvalid, stack.DefaultNamespace, namespace)
+	}
+	return nil
+}
+
+func (l localSecrets) ListSecrets(_ context.Context, namespace string) ([]string, error) {
+	if err := l.ns(namespace); err != nil {
+		return nil, err
+	}
+	return l.s.List()
+}
+
+func (l localSecrets) SecretExists(_ context.Context, namespace, name string) (bool, error) {
+	if err := l.ns(namespace); err != nil {
+		return false, err
+	}
+	return l.s.Has(name), nil
+}
+
+func (l localSecrets) CreateSecret(_ context.Context, namespace, name string, value []byte) error {
+	if err := l.ns(namespace); err != nil {
+		return err
+	}
+	return l.s.Create(name, value)
+}
+
+func (l localSecrets) UpdateSecret(_ context.Context, namespace, name string, value []byte) error {
+	if err := l.ns(namespace); err != nil {
+		return err
+	}
+	return l.s.Update(name, value)
+}
+
+func (l localSecrets) DeleteSecret(_ context.Context, namespace, name string) error {
+	if err := l.ns(namespace); err != nil {
+		return err
+	}
+	return l.s.Delete(name)
+}
+
+// keeper is where this gateway keeps secrets, or nil with the reason it
+// keeps none.
+func (g *Gateway) keeper() (secretKeeper, string) {
+	switch {
+	case g.cluster != nil:
+		return g.cluster, ""
+	case !g.local:
+		return nil, "this backend keeps no secrets"
+	case g.secrets == nil:
+		return nil, "secrets need the gateway's state folder (gantry serve --state-dir) to be kept in; this gateway has none"
+	}
+	return localSecrets{g.secrets}, ""
+}
+
+func (g *Gateway) secretsRoute(h func(http.ResponseWriter, *http.Request, secretKeeper)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if why := g.noSecrets(); why != "" {
+		k, why := g.keeper()
+		if k == nil {
 			http.Error(w, why, http.StatusNotImplemented)
 			return
 		}
-		if ns := r.URL.Query().Get("namespace"); ns != "" && ns != stack.DefaultNamespace {
-			http.Error(w, fmt.Sprintf("secrets are kept for namespace %q only, not %q", stack.DefaultNamespace, ns), http.StatusBadRequest)
-			return
-		}
-		h(w, r)
+		h(w, r, k)
 	}
 }
 
-func (g *Gateway) listSecrets(w http.ResponseWriter, _ *http.Request) {
-	names, err := g.secrets.List()
+func (g *Gateway) listSecrets(w http.ResponseWriter, r *http.Request, k secretKeeper) {
+	ns := namespaceOrDefault(r.URL.Query().Get("namespace"))
+	names, err := k.ListSecrets(r.Context(), ns)
 	if err != nil {
-		http.Error(w, fmt.Sprintf("listing secrets: %v", err), http.StatusInternalServerError)
+		secretResult(w, fmt.Errorf("listing secrets: %w", err))
 		return
 	}
 	out := make([]secretJSON, 0, len(names))
 	for _, n := range names {
-		out = append(out, secretJSON{Name: n, Namespace: stack.DefaultNamespace})
+		out = append(out, secretJSON{Name: n, Namespace: ns})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+func namespaceOrDefault(ns string) string {
+	if ns == "" {
+		return stack.DefaultNamespace
+	}
+	return ns
 }
 
 // decodeSecret decodes a secret request; want says whether the value is
@@ -78,8 +143,13 @@ func decodeSecret(w http.ResponseWriter, r *http.Request, wantValue bool) (secre
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return req, nil, false
 	}
-	if req.Namespace != "" && req.Namespace != stack.DefaultNamespace {
-		http.Error(w, fmt.Sprintf("secrets are kept for namespace %q only, not %q", stack.DefaultNamespace, req.Namespace), http.StatusBadRequest)
+	if q := r.URL.Query().Get("namespace"); q != "" && req.Namespace != "" && q != req.Namespace {
+		http.Error(w, fmt.Sprintf("the body names namespace %q, the query %q", req.Namespace, q), http.StatusBadRequest)
+		return req, nil, false
+	}
+	req.Namespace = namespaceOrDefault(firstNonEmpty(req.Namespace, r.URL.Query().Get("namespace")))
+	if err := stack.CheckName(req.Namespace); err != nil {
+		http.Error(w, "namespace: "+err.Error(), http.StatusBadRequest)
 		return req, nil, false
 	}
 	value := []byte(req.Value)
@@ -101,21 +171,21 @@ func decodeSecret(w http.ResponseWriter, r *http.Request, wantValue bool) (secre
 	return req, value, true
 }
 
-func (g *Gateway) createSecret(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) createSecret(w http.ResponseWriter, r *http.Request, k secretKeeper) {
 	if req, value, ok := decodeSecret(w, r, true); ok {
-		secretResult(w, g.secrets.Create(req.Name, value))
+		secretResult(w, k.CreateSecret(r.Context(), req.Namespace, req.Name, value))
 	}
 }
 
-func (g *Gateway) updateSecret(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) updateSecret(w http.ResponseWriter, r *http.Request, k secretKeeper) {
 	if req, value, ok := decodeSecret(w, r, true); ok {
-		secretResult(w, g.secrets.Update(req.Name, value))
+		secretResult(w, k.UpdateSecret(r.Context(), req.Namespace, req.Name, value))
 	}
 }
 
-func (g *Gateway) deleteSecret(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) deleteSecret(w http.ResponseWriter, r *http.Request, k secretKeeper) {
 	if req, _, ok := decodeSecret(w, r, false); ok {
-		secretResult(w, g.secrets.Delete(req.Name))
+		secretResult(w, k.DeleteSecret(r.Context(), req.Namespace, req.Name))
 	}
 }
 
@@ -125,7 +195,7 @@ func secretResult(w http.ResponseWriter, err error) {
 	case err == nil:
 		w.WriteHeader(code)
 		return
-	case errors.Is(err, secrets.ErrInvalid):
+	case errors.Is(err, secrets.ErrInvalid), errors.Is(err, stack.ErrInvalid):
 		code = http.StatusBadRequest
 	case errors.Is(err, secrets.ErrExists):
 		code = http.StatusConflict
@@ -141,25 +211,30 @@ func secretResult(w http.ResponseWriter, err error) {
 
 // checkSecretsExist refuses a deployment naming a secret that is not
 // there, as OpenFaaS does: secrets must exist at deployment time.
-func (g *Gateway) checkSecretsExist(f stack.Function) error {
-	if len(f.Secrets) == 0 || !g.local {
-		return nil // another backend honours or refuses them itself
+func (g *Gateway) checkSecretsExist(ctx context.Context, f stack.Function) error {
+	if len(f.Secrets) == 0 {
+		return nil
 	}
-	if why := g.noSecrets(); why != "" {
+	k, why := g.keeper()
+	if k == nil {
+		if !g.local {
+			return nil // another backend honours or refuses them itself
+		}
 		return fmt.Errorf("%w: function %q names secrets, but %s", stack.ErrInvalid, f.Name, why)
-	}
-	if f.Namespace != "" && f.Namespace != stack.DefaultNamespace {
-		return fmt.Errorf("%w: function %q: secrets are kept for namespace %q only; this function is in %q", stack.ErrInvalid, f.Name, stack.DefaultNamespace, f.Namespace)
 	}
 	var missing []string
 	for _, s := range f.Secrets {
-		if !g.secrets.Has(s) {
+		ok, err := k.SecretExists(ctx, f.NamespaceOrDefault(), s)
+		if err != nil {
+			return fmt.Errorf("function %q: %w", f.Name, err)
+		}
+		if !ok {
 			missing = append(missing, s)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: function %q names secrets that do not exist: %s; create them first (faas-cli secret create NAME)",
-			stack.ErrInvalid, f.Name, strings.Join(missing, ", "))
+		return fmt.Errorf("%w: function %q names secrets that do not exist in namespace %q: %s; create them first (faas-cli secret create NAME)",
+			stack.ErrInvalid, f.Name, f.NamespaceOrDefault(), strings.Join(missing, ", "))
 	}
 	return nil
 }

@@ -48,8 +48,10 @@
 //
 // Init, ephemeral and sidecar containers, hostNetwork, gRPC probes, volume
 // mounts and resource limits are not applied: a pod asking for the first
-// four fails with the reason in its status; volumes (such as the service
-// account token every pod gets) and limits are ignored.
+// four fails with the reason in its status; limits and volumes (such as
+// the service account token every pod gets) are ignored, except Secret
+// volumes (volumes.go): written into a private folder of the pod's, and
+// each environment value naming the mount's path rewritten to it.
 //
 // # The node
 //

@@ -137,6 +137,10 @@ func (p *Provider) prepare(r *podRun) string {
 		}
 		r.netns = ns
 	}
+	vols, err := p.cfg.Env.secretVolumes(pod, r.dir)
+	if err != nil {
+		return err.Error()
+	}
 	base := []string{"PATH=" + p.cfg.BinDir + string(filepath.ListSeparator) + p.cfg.BasePath,
 		"HOME=" + r.dir, "HOSTNAME=" + pod.Name}
 	var cs []*container
@@ -152,7 +156,7 @@ func (p *Provider) prepare(r *podRun) string {
 				return fmt.Sprintf("container %s: %v", spec.Name, err)
 			}
 		}
-		c := &container{r: r, spec: spec, env: env}
+		c := &container{r: r, spec: spec, env: remapMounts(env, spec.VolumeMounts, vols)}
 		c.status = corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, ImageID: "processnode://" + spec.Image,
 			State:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 			Started: ptrBool(false)}

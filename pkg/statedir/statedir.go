@@ -1,7 +1,8 @@
 // Package statedir is the gateway's state folder (../shared/conventions.md):
 // one folder per gateway, locked so that two gateways never share it, holding
-// what must survive a restart or a crash: deployed functions, secrets, the
-// records of running instances, the embedded queue's store and logs.
+// what must survive a restart or a crash: deployed functions, the namespaces
+// and apps created over the API, secrets, the records of running instances,
+// the embedded queue's store and logs.
 package statedir
 
 import (
@@ -23,6 +24,10 @@ const (
 	Instances = "instances"
 	JetStream = "jetstream"
 	Logs      = "logs"
+	// Namespaces and Apps hold what /system/namespace and /system/apps
+	// created, one file each, as Functions does for functions.
+	Namespaces = "namespaces"
+	Apps       = "apps"
 )
 
 const lockName = "lock"
@@ -88,7 +93,7 @@ func Open(path string) (*Dir, error) {
 		d.Close()
 		return nil, err
 	}
-	for _, sub := range []string{Functions, Instances, JetStream, Logs} {
+	for _, sub := range []string{Functions, Instances, JetStream, Logs, Namespaces, Apps} {
 		if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("state folder: %w", err)

@@ -132,10 +132,16 @@ type Backend struct {
 	// switch. It is taken before mu, never under it.
 	declMu sync.RWMutex
 
-	mu     sync.Mutex // guards fns, closed and follow
+	mu     sync.Mutex // guards fns, closed, follow and subs
 	fns    map[string]*fnState
 	closed bool
 	follow bool
+
+	// cfg makes the backends of other function namespaces (subs, by
+	// function namespace; namespaces.go), whose parent is this one.
+	cfg    *rest.Config
+	subs   map[string]*Backend
+	parent *Backend
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -165,7 +171,12 @@ func New(cfg *rest.Config, namespace string, opts Options) (*Backend, error) {
 		stack.KindRTResource: rt,
 		stack.KindDeployment: &deploymentWorkload{kube: kube, ns: namespace, nodeSelector: opts.NodeSelector},
 	}
-	return newBackend(kube, kinds, namespace, opts)
+	b, err := newBackend(kube, kinds, namespace, opts)
+	if err != nil {
+		return nil, err
+	}
+	b.cfg = cfg
+	return b, nil
 }
 
 // newBackend starts the EndpointSlice informer, the workers and the
@@ -176,7 +187,8 @@ func newBackend(kube kubernetes.Interface, kinds map[string]workload, namespace 
 	b := &Backend{opts: opts, ns: namespace, kube: kube, kinds: kinds, out: newEventQueue(),
 		queue: workqueue.NewTypedRateLimitingQueue(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)),
-		ctx: ctx, cancel: cancel, stop: make(chan struct{}), fns: map[string]*fnState{}, follow: opts.Follow}
+		ctx: ctx, cancel: cancel, stop: make(chan struct{}), fns: map[string]*fnState{}, follow: opts.Follow,
+		subs: map[string]*Backend{}}
 	if err := b.watchSlices(); err != nil {
 		cancel()
 		b.queue.ShutDown()
@@ -230,6 +242,14 @@ func (b *Backend) Deploy(ctx context.Context, f stack.Function) error {
 	kind, err := kindOf(f)
 	if err != nil {
 		return err
+	}
+	if sub, _, err := b.route(ctx, f.Ref(), true); err != nil || sub != nil {
+		if err != nil {
+			return err
+		}
+		// The namespace's backend runs f as a function of its default.
+		f.Namespace = ""
+		return sub.Deploy(ctx, f)
 	}
 	if err := refusal(f, b.ns); err != nil {
 		return err
@@ -369,6 +389,12 @@ func (b *Backend) registerLocked(f stack.Function) {
 // its instances, and deletes its workload and Service. A follower deletes
 // nothing: the objects are the leader's to remove.
 func (b *Backend) Undeploy(ctx context.Context, name string) error {
+	if sub, n, err := b.route(ctx, name, false); err != nil || sub != nil {
+		if err != nil {
+			return err
+		}
+		return sub.Undeploy(ctx, n)
+	}
 	b.declMu.RLock()
 	defer b.declMu.RUnlock()
 	b.mu.Lock()
@@ -398,6 +424,18 @@ func (b *Backend) Undeploy(ctx context.Context, name string) error {
 // follows, and Lead may be called again: switching with some objects
 // unwritten would have the workers scale objects that may not exist.
 func (b *Backend) Lead(ctx context.Context) error {
+	if err := b.lead(ctx); err != nil {
+		return err
+	}
+	for _, sub := range b.subsOf() {
+		if err := sub.lead(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) lead(ctx context.Context) error {
 	b.declMu.Lock()
 	defer b.declMu.Unlock()
 	type apply struct {
@@ -487,6 +525,16 @@ func (b *Backend) Start(function string, n int) {
 	if n <= 0 {
 		return
 	}
+	if sub, name, err := b.route(context.Background(), function, false); err != nil || sub != nil {
+		if err != nil {
+			for range n {
+				b.out.push(event{kind: evFailed, function: function, err: err})
+			}
+			return
+		}
+		sub.Start(name, n)
+		return
+	}
 	now := b.opts.Clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -510,6 +558,11 @@ func (b *Backend) Start(function string, n int) {
 // A follower ignores it (see fnState.stop): the leader decides which pods
 // go, and the instance's Exited still follows when one does.
 func (b *Backend) Stop(inst backend.Instance) {
+	if sub, name, _ := b.route(context.Background(), inst.Function, false); sub != nil {
+		inst.Function = name
+		sub.Stop(inst)
+		return
+	}
 	now := b.opts.Clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -583,10 +636,14 @@ func (b *Backend) sweep(now time.Time) {
 // objects as they are whatever OnClose says: the other replicas still
 // serve from them.
 func (b *Backend) Close(ctx context.Context) error {
+	var subErrs []error
+	for _, sub := range b.subsOf() {
+		subErrs = append(subErrs, sub.Close(ctx))
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil
+		return errors.Join(subErrs...)
 	}
 	b.closed = true
 	names := make([]string, 0, len(b.fns))
@@ -605,7 +662,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	b.queue.ShutDown()
 	b.cancel()
 	close(b.stop)
-	errs := []error{waitCtx(ctx, &b.workers)}
+	errs := append(subErrs, waitCtx(ctx, &b.workers))
 	errs = append(errs, b.closeObjects(ctx, names, kinds)...)
 	b.factory.Shutdown()
 	b.out.close()

@@ -14,22 +14,16 @@ import (
 // refusal is the Kubernetes backend's answer to OpenFaaS's fields it
 // cannot carry out, as an ErrInvalid (HTTP 400) with the reason.
 //
-// Namespaces: the backend watches the EndpointSlices of one Kubernetes
-// namespace (Options.Namespace) and writes its objects there; the default
-// function namespace, openfaas-fn, maps to it. Another function namespace
-// would need a watch and RBAC per namespace, which this backend does not
-// set up, so it is refused rather than deployed into the wrong place.
-// Secrets would need Secret volumes this backend does not write yet.
+// Namespaces: a backend watches the EndpointSlices of one Kubernetes
+// namespace and writes its objects there; other function namespaces go to
+// backends of their own (namespaces.go).
 func refusal(f stack.Function, ns string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: function %q: %s", stack.ErrInvalid, f.Name, fmt.Sprintf(format, args...))
 	}
 	if f.Namespace != "" && f.Namespace != stack.DefaultNamespace {
-		return bad("namespace %q: the kubernetes backend runs every function in its one Kubernetes namespace %q, which is function namespace %q; other namespaces would need a watch and RBAC in each",
-			f.Namespace, ns, stack.DefaultNamespace)
-	}
-	if len(f.Secrets) > 0 {
-		return bad("secrets are not supported by the kubernetes backend yet; pass values in envVars")
+		// Deploy hands such a function to its namespace's backend.
+		return bad("namespace %q: a backend of Kubernetes namespace %q runs its function namespace only", f.Namespace, ns)
 	}
 	for _, c := range f.Constraints {
 		if _, _, ok := nodeSelectorTerm(c); !ok {

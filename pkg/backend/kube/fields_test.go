@@ -33,7 +33,6 @@ func TestPodCarriesOpenFaaSFields(t *testing.T) {
 	}
 	for _, bad := range []func(*stack.Function){
 		func(f *stack.Function) { f.Namespace = "staging" },
-		func(f *stack.Function) { f.Secrets = []string{"s"} },
 		func(f *stack.Function) { f.Constraints = []string{"linux"} },
 	} {
 		g := testFunction()
@@ -44,5 +43,39 @@ func TestPodCarriesOpenFaaSFields(t *testing.T) {
 	}
 	if err := refusal(f, "fns"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A function's secrets are a read-only projected volume of its Secrets at
+// OpenFaaS's path, one file per secret, and the path in the variable the
+// local runtime sets too.
+func TestPodMountsTheFunctionsSecrets(t *testing.T) {
+	f := testFunction()
+	f.Secrets = []string{"db", "api-key"}
+	spec := podTemplate(f, 8080).Spec
+	if len(spec.Volumes) != 1 || spec.Volumes[0].Projected == nil || len(spec.Volumes[0].Projected.Sources) != 2 {
+		t.Fatalf("volumes %+v", spec.Volumes)
+	}
+	for i, name := range f.Secrets {
+		src := spec.Volumes[0].Projected.Sources[i].Secret
+		if src == nil || src.Name != name || len(src.Items) != 1 || src.Items[0].Key != name || src.Items[0].Path != name {
+			t.Fatalf("source %d: %+v", i, src)
+		}
+	}
+	c := spec.Containers[0]
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != SecretsMountPath || !c.VolumeMounts[0].ReadOnly {
+		t.Fatalf("mounts %+v", c.VolumeMounts)
+	}
+	var dir string
+	for _, e := range c.Env {
+		if e.Name == EnvSecretsDir {
+			dir = e.Value
+		}
+	}
+	if dir != SecretsMountPath {
+		t.Fatalf("%s=%q", EnvSecretsDir, dir)
+	}
+	if v := podTemplate(testFunction(), 8080).Spec.Volumes; len(v) != 0 {
+		t.Fatalf("volumes without secrets: %+v", v)
 	}
 }

@@ -101,6 +101,7 @@ func podTemplate(f stack.Function, port int32) corev1.PodTemplateSpec {
 		},
 	}
 	applyFields(f, &tpl.Spec)
+	applySecrets(f, &tpl.Spec)
 	return tpl
 }
 
