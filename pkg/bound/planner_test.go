@@ -16,8 +16,14 @@ func TestFreesAgreesWithASortedSlice(t *testing.T) {
 		free int64
 		id   int32
 	}
-	var ref []kv
-	for i := range 20000 {
+	var ref []kv // kept sorted
+	cmp := func(a, b kv) int {
+		if a.free != b.free {
+			return int(a.free - b.free)
+		}
+		return int(a.id - b.id)
+	}
+	for i := range 5000 {
 		if len(ref) > 0 && rng.IntN(3) == 0 {
 			k := rng.IntN(len(ref))
 			tr.Remove(ref[k].free, ref[k].id)
@@ -25,14 +31,9 @@ func TestFreesAgreesWithASortedSlice(t *testing.T) {
 		} else {
 			x := kv{rng.Int64N(500), int32(i)}
 			tr.Insert(x.free, x.id)
-			ref = append(ref, x)
+			at, _ := slices.BinarySearchFunc(ref, x, cmp)
+			ref = slices.Insert(ref, at, x)
 		}
-		slices.SortFunc(ref, func(a, b kv) int {
-			if a.free != b.free {
-				return int(a.free - b.free)
-			}
-			return int(a.id - b.id)
-		})
 		if tr.Len() != len(ref) {
 			t.Fatalf("step %d: %d entries, want %d", i, tr.Len(), len(ref))
 		}
