@@ -207,17 +207,50 @@ func choosePlan(ctx context.Context, cfg *Config) (planRule, error) {
 	if len(cfg.App.Chain) > 1 {
 		rules = append(rules, planRule{shares: true}, planRule{firstFit: true, shares: true})
 	}
-	best, bestArea := rules[0], math.Inf(1)
-	for _, r := range rules {
-		f := newFollower(ctx, cfg, nil, r)
-		if !f.ahead(math.MaxInt64) {
-			return r, f.err
+	// One replay of the arrivals and their draws feeds every plan, each
+	// in the order ahead would (an arrival before a later stage released
+	// at the same instant).
+	src := newFollower(ctx, cfg, nil, rules[0])
+	plans := make([]*follower, len(rules))
+	for i, r := range rules {
+		plans[i] = newFollower(ctx, cfg, nil, r)
+	}
+	for n := 1; src.hasArr; n++ {
+		if n%checkEvery == 0 && ctx.Err() != nil {
+			return rules[0], fmt.Errorf("sim: stopped planning the oracle: %w", context.Cause(ctx))
 		}
-		if f.missed == 0 && f.area < bestArea {
-			best, bestArea = r, f.area
+		size := cfg.Dist.Sample(src.sizeRng, cfg.App.MinSize, cfg.App.MaxSize)
+		if !(size > 0) || math.IsInf(size, 0) {
+			return rules[0], fmt.Errorf("%w: distribution %q drew input size %v", ErrBadConfig, cfg.Dist.Name(), size)
+		}
+		s := stage{release: src.nextArr, arrival: src.nextArr, id: src.nextID, size: size}
+		exec, out, total := src.chainExec(s.id, size)
+		s.slack = int64(cfg.App.SLO) - total
+		s.feasible, s.slack = s.slack >= 0, max(0, s.slack)
+		for _, p := range plans {
+			p.drainBefore(s.release)
+			p.placeDrawn(s, exec, out)
+		}
+		src.nextID++
+		src.nextArr, src.hasArr = src.src.nextArrival(src.nextArr)
+	}
+	best, bestArea := rules[0], math.Inf(1)
+	for i, p := range plans {
+		p.drainBefore(math.MaxInt64)
+		p.pl.Advance(math.MaxInt64)
+		p.pl.Finish()
+		if p.missed == 0 && p.area < bestArea {
+			best, bestArea = rules[i], p.area
 		}
 	}
 	return best, nil
+}
+
+// drainBefore plans the jobs of later stages released before t.
+func (f *follower) drainBefore(t int64) {
+	for len(f.stages) > 0 && f.stages[0].release < t {
+		f.place(f.stages.pop())
+	}
 }
 
 // Start is the plan starting a container: the engine does it at at.
@@ -277,33 +310,40 @@ func (f *follower) arrive() bool {
 		return false
 	}
 	s := stage{release: f.nextArr, arrival: f.nextArr, id: f.nextID, size: size}
-	s.slack = int64(cfg.App.SLO) - f.chainExec(s.id, size)
+	exec, out, total := f.chainExec(s.id, size)
+	s.slack = int64(cfg.App.SLO) - total
 	s.feasible, s.slack = s.slack >= 0, max(0, s.slack)
 	f.nextID++
 	f.nextArr, f.hasArr = f.src.nextArrival(f.nextArr)
-	f.place(s)
+	f.placeDrawn(s, exec, out)
 	return true
 }
 
 // draw is request id's execution time and output size at function fn for
 // input size, the engine's own draws (keyed, as drawChain draws them).
+// The last function's output is not drawn: nothing plans with it.
 func (f *follower) draw(id int64, fn int32, size float64) (int64, float64) {
 	cfg := f.cfg
 	fc := &cfg.App.Chain[fn]
 	f.execKey.reset(cfg.Seed, id, fn, streamExec)
 	exec := int64(fc.Exec(size, f.execRng))
+	if int(fn)+1 == len(cfg.App.Chain) {
+		return exec, 0
+	}
 	f.outKey.reset(cfg.Seed, id, fn, streamOutput)
 	return exec, fc.Output(size, f.outRng)
 }
 
-// chainExec is request id's execution time over the whole chain.
-func (f *follower) chainExec(id int64, size float64) int64 {
-	var total int64
-	for fn := range f.cfg.App.Chain {
-		exec, out := f.draw(id, int32(fn), size)
-		total, size = total+exec, out
+// chainExec is request id's execution time and output at the first
+// function, and its execution time over the whole chain.
+func (f *follower) chainExec(id int64, size float64) (exec int64, out float64, total int64) {
+	exec, out = f.draw(id, 0, size)
+	total, size = exec, out
+	for fn := 1; fn < len(f.cfg.App.Chain); fn++ {
+		e, o := f.draw(id, int32(fn), size)
+		total, size = total+e, o
 	}
-	return total
+	return exec, out, total
 }
 
 // place plans job s. Its deadline gives the request's slack (its SLO
@@ -312,8 +352,13 @@ func (f *follower) chainExec(id int64, size float64) int64 {
 // deadline leaves the next one able to end by its own on a container of
 // its own, so every request that can meet its SLO does.
 func (f *follower) place(s stage) {
-	cfg := f.cfg
 	exec, out := f.draw(s.id, s.fn, s.size)
+	f.placeDrawn(s, exec, out)
+}
+
+// placeDrawn is place with the job's draws already made.
+func (f *follower) placeDrawn(s stage, exec int64, out float64) {
+	cfg := f.cfg
 	share := float64(f.cum[s.fn]) / float64(cfg.App.SLO)
 	deadline := s.arrival + s.before + exec + int64(float64(s.slack)*share)
 	if f.shares {
