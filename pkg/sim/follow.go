@@ -215,7 +215,7 @@ func choosePlan(ctx context.Context, cfg *Config) (planRule, error) {
 	for i, r := range rules {
 		plans[i] = newFollower(ctx, cfg, nil, r)
 	}
-	for n := 1; src.hasArr; n++ {
+	for n := 0; src.hasArr; n++ {
 		if n%checkEvery == 0 && ctx.Err() != nil {
 			return rules[0], fmt.Errorf("sim: stopped planning the oracle: %w", context.Cause(ctx))
 		}
