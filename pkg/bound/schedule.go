@@ -1,7 +1,6 @@
 package bound
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"slices"
@@ -13,23 +12,11 @@ type Step struct {
 	Live int
 }
 
-// Schedule plans a clairvoyant schedule of jobs on containers and returns
+// Schedule plans a clairvoyant schedule of jobs of one function on
+// containers with the Planner's greedy (best fit; see Planner) and returns
 // every job's planned completion (in the order of jobs) and the planned
-// live containers over time. It is a greedy, not an optimum:
-//
-//   - jobs are taken in order of release (ties by deadline);
-//   - a job runs at its release on the idle container that became free last
-//     (so the others stay idle and can be retired);
-//   - with no idle container, it waits for the container that frees first
-//     if it still meets its deadline there;
-//   - otherwise a new container is started exactly one cold start before
-//     the job's release (prewarm containers are idle at time 0);
-//   - a container that would idle longer than a cold start is retired when
-//     it goes idle: starting a fresh one later costs less live time.
-//
-// maxQueue > 0 bounds the jobs waiting at once (released, not started):
-// past it a job gets a new container rather than wait, as a driver with a
-// queue bound would otherwise reject it.
+// live containers over time. It is a greedy, not an optimum. maxQueue > 0
+// bounds the jobs waiting at once, as the Planner's maxWait does.
 //
 // A job that cannot meet its deadline even on a new container (its
 // release is within a cold start of time 0 and no warm container is left)
@@ -44,8 +31,7 @@ func Schedule(jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, 
 const checkEvery = 1 << 16
 
 // ScheduleContext is Schedule that stops when ctx ends, within checkEvery
-// jobs of sorting or planning (the oracle plans ten million requests in
-// seconds, longer than a SIGTERM may wait), and returns an error wrapping
+// jobs of sorting or planning, and returns an error wrapping
 // context.Cause(ctx).
 func ScheduleContext(ctx context.Context, jobs []Job, cold int64, prewarm int, maxQueue int) (ends []int64, steps []Step, missed int, err error) {
 	order, err := releaseOrder(ctx, jobs, checkEvery)
@@ -53,65 +39,19 @@ func ScheduleContext(ctx context.Context, jobs []Job, cold int64, prewarm int, m
 		return nil, nil, 0, err
 	}
 	ends = make([]int64, len(jobs))
-	var (
-		busy  freeHeap // containers running, by when they free
-		idle  []ctr    // idle containers, oldest free first
-		head  int      // idle[:head] have been retired
-		edges []Step   // +1 at a start, -1 at a retirement (Live holds the delta)
-		wait  freeHeap // planned starts of the jobs waiting
-	)
-	retire := func(c ctr) { edges = append(edges, Step{At: c.free, Live: -1}) }
-	for range max(0, prewarm) {
-		idle = append(idle, ctr{free: 0})
-		edges = append(edges, Step{At: 0, Live: +1})
-	}
+	var edges edgeSink
+	p := NewPlanner(1, cold, []int{max(0, prewarm)}, 0, maxQueue, &edges)
 	for n, i := range order {
 		if n%checkEvery == 0 && ctx.Err() != nil {
 			return nil, nil, 0, stopped(ctx, n, len(order))
 		}
-		j := &jobs[i]
-		for busy.Len() > 0 && busy[0].free <= j.Release {
-			idle = append(idle, heap.Pop(&busy).(ctr))
-		}
-		for head < len(idle) && idle[head].free < j.Release-cold {
-			retire(idle[head])
-			head++
-		}
-		if head > 4096 && head > len(idle)/2 {
-			idle = idle[:copy(idle, idle[head:])]
-			head = 0
-		}
-		for wait.Len() > 0 && wait[0].free <= j.Release {
-			heap.Pop(&wait)
-		}
-		var c ctr
-		start := j.Release
-		switch {
-		case head < len(idle):
-			c = idle[len(idle)-1]
-			idle = idle[:len(idle)-1]
-		case busy.Len() > 0 && busy[0].free+j.Exec <= j.Deadline && (maxQueue <= 0 || wait.Len() < maxQueue):
-			c = heap.Pop(&busy).(ctr)
-			start = c.free
-			heap.Push(&wait, ctr{free: start})
-		default:
-			at := max(0, j.Release-cold)
-			edges = append(edges, Step{At: at, Live: +1})
-			start = max(j.Release, at+cold)
-		}
-		c.free = start + j.Exec
-		if c.free > j.Deadline {
+		_, _, end, _ := p.Place(0, jobs[i])
+		if end > jobs[i].Deadline {
 			missed++
 		}
-		ends[i] = c.free
-		heap.Push(&busy, c)
+		ends[i] = end
 	}
-	for _, c := range idle[head:] {
-		retire(c)
-	}
-	for _, c := range busy {
-		retire(c)
-	}
+	p.Finish()
 	slices.SortStableFunc(edges, func(a, b Step) int { return cmp64(a.At, b.At) })
 	live := 0
 	for _, e := range edges {
@@ -124,6 +64,13 @@ func ScheduleContext(ctx context.Context, jobs []Job, cold int64, prewarm int, m
 	}
 	return ends, steps, missed, nil
 }
+
+// edgeSink records a plan's starts (+1) and retirements (-1) as steps
+// whose Live holds the change.
+type edgeSink []Step
+
+func (s *edgeSink) Start(_ int32, _ int, at int64, _ bool) { *s = append(*s, Step{At: at, Live: +1}) }
+func (s *edgeSink) Retire(_ int32, at int64, _ int32)      { *s = append(*s, Step{At: at, Live: -1}) }
 
 func stopped(ctx context.Context, done, total int) error {
 	return fmt.Errorf("bound: stopped planning after %d of %d jobs: %w", done, total, context.Cause(ctx))
@@ -205,21 +152,6 @@ func Area(steps []Step, end int64) float64 {
 		}
 	}
 	return a
-}
-
-type ctr struct{ free int64 }
-
-type freeHeap []ctr
-
-func (h freeHeap) Len() int           { return len(h) }
-func (h freeHeap) Less(i, j int) bool { return h[i].free < h[j].free }
-func (h freeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *freeHeap) Push(x any)        { *h = append(*h, x.(ctr)) }
-func (h *freeHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }
 
 func cmp64(a, b int64) int {

@@ -20,7 +20,7 @@ func FromResult(r sim.Result) report.Record {
 		P50Ms:         millis(r.P50), P95Ms: millis(r.P95), P99Ms: millis(r.P99), P999Ms: millis(r.P999),
 		MeanQueueMs: millis(r.MeanQueue), MeanColdStartMs: millis(r.MeanColdStart), MeanExecMs: millis(r.MeanExec),
 		JobsPerContainer: r.JobsPerContainer, EnergyJ: r.EnergyJ,
-		ColdStarts: r.ColdStarts, SpawnFailures: r.SpawnFailures, Rejected: r.Rejected,
+		ColdStarts: r.ColdStarts, SpawnFailures: r.SpawnFailures, Rejected: r.Rejected, Infeasible: r.Infeasible,
 		AvgRunning: r.AvgRunning, AvgIdle: r.AvgIdle, ColdStartProb: r.ColdStartProb, WallS: r.WallSeconds,
 	}
 	for _, f := range r.Functions {

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -227,6 +228,7 @@ func PaperDocument(records []report.Record, meta PaperMeta) report.Document {
 	ix := newIndex(records)
 	policies := withoutChainAblations(policiesIn(records))
 	sections := []report.Section{
+		{Heading: "Headline: mean live containers over the oracle's", Body: headlineIntro + headlineTable(ix, policies)},
 		{Heading: "Distance to the clairvoyant bound", Body: boundIntro + boundTable(ix, policies)},
 		{Heading: "Containers against Atoll, per policy", Body: containersIntro +
 			perPolicyTable(ix, policies, "spawned (stable traces)", changeCell(ix, containers), stable) +
@@ -257,7 +259,58 @@ func PaperDocument(records []report.Record, meta PaperMeta) report.Document {
 	}
 }
 
-const boundIntro = "The headline: each policy's mean live containers against the clairvoyant lower bound at 100% SLO compliance and against the work floor (the mean busy cores), both computed from the run's own requests (docs/simulator.md, \"The clairvoyant bound\"); the mean over the cells of each split, stable being Poisson and Wiki at 288 cores. The bound holds only for runs that meet every SLO, so read the distance beside the SLO columns. `oracle` is the constructive clairvoyant schedule, an achievable upper bound on the fewest containers where it reaches 100%.\n\n"
+const headlineIntro = "Each policy's mean live containers over the clairvoyant `oracle`'s in the same cell (it follows its plan and meets every SLO any policy can; docs/simulator.md), the mean over the cells of each split (stable being Poisson and Wiki at 288 cores), beside the clairvoyant bound and the online frontier on the same scale: the best fixed pool in hindsight at that policy's own SLO compliance, and `oracle-predicted`, which knows the rate but not the arrivals (its own SLO compliance in the last column).\n\n"
+
+// ratioOf is a value of a record over the cell's oracle (NaN without one).
+func ratioOf(v func(report.Record) float64) metric {
+	return func(r report.Record) float64 {
+		if r.Oracle <= 0 {
+			return math.NaN()
+		}
+		return v(r) / r.Oracle
+	}
+}
+
+// headlineTable is the headline: each policy's mean live containers over
+// the oracle's, with the bound and the online frontier beside it.
+func headlineTable(ix index, policies []string) string {
+	splits := [][]string{stable, realTwit, largeOnly}
+	split := func(m metric, p string, f func(float64, bool) string) string {
+		var parts []string
+		for _, tr := range splits {
+			parts = append(parts, f(ix.mean(cond{apps: allApps, dists: allDists, traces: tr}, m, p)))
+		}
+		return strings.Join(parts, " / ")
+	}
+	times := func(v float64, ok bool) string {
+		if !ok {
+			return na
+		}
+		return fmt.Sprintf("%.3f×", v)
+	}
+	pct := func(v float64, ok bool) string {
+		if !ok {
+			return na
+		}
+		return report.Compliance(v)
+	}
+	live := ratioOf(func(r report.Record) float64 { return r.AvgContainers })
+	pool := ratioOf(func(r report.Record) float64 { return r.FixedPool })
+	var b strings.Builder
+	b.WriteString("| policy | mean live ÷ oracle: stable / Twitter 288 / Twitter 6384 | fixed pool at its SLO ÷ oracle | SLO compliance |\n|---|--:|--:|--:|\n")
+	for _, p := range policies {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", p, split(live, p, times), split(pool, p, times), split(compliance, p, pct))
+	}
+	if len(policies) > 0 {
+		p := policies[0]
+		fmt.Fprintf(&b, "| *bound* | %s | | |\n", split(ratioOf(func(r report.Record) float64 { return r.Bound }), p, times))
+		fmt.Fprintf(&b, "| *oracle-predicted* (frontier) | %s | | %s |\n", split(ratioOf(func(r report.Record) float64 { return r.OraclePredicted }), p, times),
+			split(func(r report.Record) float64 { return r.OraclePredictedSLO }, p, pct))
+	}
+	return b.String()
+}
+
+const boundIntro = "Each policy's mean live containers against the clairvoyant lower bound at 100% SLO compliance and against the work floor (the mean busy cores), both computed from the run's own requests (docs/simulator.md, \"The clairvoyant bound\"); the mean over the cells of each split, stable being Poisson and Wiki at 288 cores. The bound holds only for runs that meet every SLO, so read the distance beside the SLO columns. `oracle` is the constructive clairvoyant schedule, an achievable upper bound on the fewest containers where it reaches 100%.\n\n"
 
 // boundTable is the headline table: distance to the bound and the floor,
 // SLO compliance and spawned containers, per policy and split.
@@ -334,7 +387,7 @@ func paperIntro(m PaperMeta) string {
 // Atoll and SLO misses per policy and distribution, for the stable traces
 // and for the large-scale Twitter trace.
 func paperFigures(ix index, policies []string) []report.Figure {
-	var figs []report.Figure
+	figs := []report.Figure{headlineFigure(ix, policies)}
 	others := without(policies, "atoll")
 	for _, set := range []struct {
 		file, what string
@@ -357,6 +410,35 @@ func paperFigures(ix index, policies []string) []report.Figure {
 			}, set.traces))
 	}
 	return figs
+}
+
+// headlineFigure draws the headline: mean live containers over the
+// oracle's, per policy, with the bound and oracle-predicted, per split.
+func headlineFigure(ix index, policies []string) report.Figure {
+	cats := append(slices.Clone(policies), "bound", "oracle-predicted")
+	f := report.Figure{File: "summary-vs-oracle.png", Title: "Mean live containers over the oracle's", YLabel: "× the oracle's (lower is fewer)", Categories: cats}
+	value := map[string]metric{
+		"bound":            ratioOf(func(r report.Record) float64 { return r.Bound }),
+		"oracle-predicted": ratioOf(func(r report.Record) float64 { return r.OraclePredicted }),
+	}
+	for _, sp := range []struct {
+		name   string
+		traces []string
+	}{{"stable", stable}, {"Twitter 288", realTwit}, {"Twitter 6384", largeOnly}} {
+		s := report.Series{Name: sp.name, Values: make([]float64, len(cats))}
+		for i, p := range cats {
+			m, ok := value[p]
+			ref := p
+			if ok && len(policies) > 0 {
+				ref = policies[0]
+			} else if !ok {
+				m = ratioOf(func(r report.Record) float64 { return r.AvgContainers })
+			}
+			s.Values[i], _ = ix.mean(cond{apps: allApps, dists: allDists, traces: sp.traces}, m, ref)
+		}
+		f.Series = append(f.Series, s)
+	}
+	return f
 }
 
 // changeValue is a metric's change against Atoll, in percent.

@@ -57,7 +57,8 @@ type Options struct {
 	Progress io.Writer
 	// Simulate runs one configuration; nil means sim.RunContext with Run's
 	// context, so that a cancelled run stops within one policy tick.
-	// Tests replace it.
+	// Tests replace it; a replaced simulator gets no yardsticks (the
+	// oracle, the fixed pool and oracle-predicted need the real one).
 	Simulate func(sim.Config) (sim.Result, error)
 }
 
@@ -103,6 +104,11 @@ func Run(ctx context.Context, jobs []Job, opts Options) ([]report.Record, error)
 	}
 	feed(ctx, next, len(jobs))
 	wg.Wait()
+	if ctx.Err() == nil && opts.Simulate == nil {
+		if err := frontier(ctx, jobs, records, workers); err != nil {
+			cancel(err)
+		}
+	}
 	err := context.Cause(ctx)
 	bar.finish(err == nil)
 	if err != nil {

@@ -13,6 +13,7 @@ var csvHeader = []string{
 	"mean_queue_ms", "mean_cold_start_ms", "mean_exec_ms",
 	"jobs_per_container", "energy_j", "cold_starts", "spawn_failures", "rejected", "avg_running", "avg_idle", "cold_start_prob", "wall_s",
 	"work_floor", "bound",
+	"oracle", "vs_oracle", "fixed_pool", "fixed_pool_slo", "oracle_predicted", "oracle_predicted_slo", "infeasible",
 }
 
 // WriteCSV writes one row per record, with a header.
@@ -40,5 +41,6 @@ func csvRow(r Record) []string {
 		f(r.MeanQueueMs), f(r.MeanColdStartMs), f(r.MeanExecMs),
 		f(r.JobsPerContainer), f(r.EnergyJ), i(r.ColdStarts), i(r.SpawnFailures), i(r.Rejected), f(r.AvgRunning), f(r.AvgIdle), f(r.ColdStartProb), f(r.WallS),
 		f(r.WorkFloor), f(r.Bound),
+		f(r.Oracle), f(r.VsOracle()), f(r.FixedPool), f(r.FixedPoolSLO), f(r.OraclePredicted), f(r.OraclePredictedSLO), i(r.Infeasible),
 	}
 }

@@ -65,7 +65,7 @@ func WriteMarkdown(w io.Writer, doc Document) error {
 	b.WriteString("## Results per condition\n\n")
 	b.WriteString("Containers Δ is containers spawned against Atoll (negative is fewer). ")
 	b.WriteString("SLO is the fraction of requests that finished within the app's SLO. ")
-	b.WriteString("Bound is the clairvoyant lower bound on mean live containers at 100% SLO compliance and floor the mean busy cores (docs/simulator.md); vs bound and vs floor are each policy's mean live containers against them.\n\n")
+	b.WriteString("÷ oracle is the headline: each policy's mean live containers over the clairvoyant oracle's in the same condition. Fixed pool is the online frontier's best fixed pool in hindsight at that policy's SLO compliance (with the compliance it reaches), over the oracle too. Bound is the clairvoyant lower bound on mean live containers at 100% SLO compliance and floor the mean busy cores (docs/simulator.md); vs bound and vs floor are each policy's mean live containers against them.\n\n")
 	for _, g := range GroupRecords(doc.Records) {
 		writeGroup(&b, g, doc.Plots[g.Key()])
 		if doc.PerFunction {
@@ -84,16 +84,25 @@ func writeGroup(b *strings.Builder, g Group, plots []string) {
 	if r := g.Runs[0]; r.Bound > 0 {
 		fmt.Fprintf(b, "Bound %.1f containers, floor %.1f busy cores (in the first policy's span).\n\n", r.Bound, r.WorkFloor)
 	}
-	b.WriteString("| policy | requests | containers spawned | Δ vs Atoll | avg live | vs bound | vs floor | peak live | SLO | p50 ms | p99 ms | p99.9 ms | queue / cold / exec ms | jobs per container | energy kJ | cold starts |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	if r := g.Runs[0]; r.Oracle > 0 {
+		fmt.Fprintf(b, "Oracle %.1f mean live containers; bound %s of it, oracle-predicted %s (SLO %s).\n\n",
+			r.Oracle, RatioCell(r, r.Bound), RatioCell(r, r.OraclePredicted), Compliance(r.OraclePredictedSLO))
+	}
+	b.WriteString("| policy | requests | containers spawned | Δ vs Atoll | avg live | ÷ oracle | fixed pool ÷ oracle (its SLO) | vs bound | vs floor | peak live | SLO | p50 ms | p99 ms | p99.9 ms | queue / cold / exec ms | jobs per container | energy kJ | cold starts |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	base, hasBase := g.Policy(baseline)
 	for _, r := range g.Runs {
 		delta := "—"
 		if hasBase && r.Policy != baseline {
 			delta = Percent(Change(float64(r.ContainersSpawned), float64(base.ContainersSpawned)))
 		}
-		fmt.Fprintf(b, "| %s | %d | %d | %s | %.1f | %s | %s | %.0f | %s | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %.1f | %.1f | %d |\n",
-			r.Policy, r.Requests, r.ContainersSpawned, delta, r.AvgContainers, vsCell(r.Bound, r.VsBound()), vsCell(r.WorkFloor, r.VsFloor()), r.PeakContainers,
+		pool := RatioCell(r, r.FixedPool)
+		if r.FixedPool > 0 {
+			pool += " (" + Compliance(r.FixedPoolSLO) + ")"
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %s | %.1f | %s | %s | %s | %s | %.0f | %s | %.0f | %.0f | %.0f | %.0f / %.0f / %.0f | %.1f | %.1f | %d |\n",
+			r.Policy, r.Requests, r.ContainersSpawned, delta, r.AvgContainers, RatioCell(r, r.AvgContainers), pool,
+			vsCell(r.Bound, r.VsBound()), vsCell(r.WorkFloor, r.VsFloor()), r.PeakContainers,
 			Compliance(r.SLOCompliance), r.P50Ms, r.P99Ms, r.P999Ms,
 			r.MeanQueueMs, r.MeanColdStartMs, r.MeanExecMs,
 			r.JobsPerContainer, r.EnergyJ/1000, r.ColdStarts)
@@ -124,6 +133,15 @@ func writeFunctions(b *strings.Builder, g Group) {
 		}
 	}
 	b.WriteString("\n")
+}
+
+// RatioCell formats v over the record's oracle ("1.07×"), or "—" when
+// either is missing.
+func RatioCell(r Record, v float64) string {
+	if r.Oracle <= 0 || v <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f×", v/r.Oracle)
 }
 
 // vsCell formats a distance to a bound, or "—" when there is none.

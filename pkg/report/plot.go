@@ -79,11 +79,62 @@ func containersPlot(g Group) (*plot.Plot, error) {
 }
 
 // livePlot shows the cores a policy holds: a policy that retires idle
-// containers and starts new ones spawns far more than it ever keeps.
+// containers and starts new ones spawns far more than it ever keeps. With
+// an oracle it is the headline: each policy's mean live containers over
+// the oracle's, beside the best fixed pool in hindsight at that policy's
+// SLO compliance, with the bound and oracle-predicted as lines.
 func livePlot(g Group) (*plot.Plot, error) {
-	return barPlot(g, "Mean live containers", "containers", func(r Record) float64 {
-		return r.AvgContainers
-	})
+	r0 := g.Runs[0]
+	if r0.Oracle <= 0 {
+		return barPlot(g, "Mean live containers", "containers", func(r Record) float64 {
+			return r.AvgContainers
+		})
+	}
+	p := plot.New()
+	p.Title.Text = "Mean live containers over the oracle's — " + g.Title()
+	p.Y.Label.Text = "× the oracle's mean live containers"
+	w := vg.Points(14)
+	for i, s := range []struct {
+		name  string
+		value func(Record) float64
+	}{{"policy", func(r Record) float64 { return r.VsOracle() }}, {"fixed pool at its SLO", func(r Record) float64 { return r.Ratio(r.FixedPool) }}} {
+		vals := make(plotter.Values, len(g.Runs))
+		for j, r := range g.Runs {
+			vals[j] = finite(s.value(r))
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return nil, err
+		}
+		bars.Color = plotutil.Color(i)
+		bars.LineStyle.Width = 0
+		bars.Offset = w * vg.Length(float64(i)-0.5)
+		p.Add(bars)
+		p.Legend.Add(s.name, bars)
+	}
+	for i, l := range []struct {
+		name string
+		v    float64
+	}{{"bound", r0.Ratio(r0.Bound)}, {"oracle-predicted", r0.Ratio(r0.OraclePredicted)}} {
+		if l.v <= 0 {
+			continue
+		}
+		line, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: l.v}, {X: float64(len(g.Runs)) - 0.5, Y: l.v}})
+		if err != nil {
+			return nil, err
+		}
+		line.Dashes = plotutil.Dashes(i + 1)
+		line.Color = plotutil.Color(i + 2)
+		p.Add(line)
+		p.Legend.Add(l.name, line)
+	}
+	p.Add(plotter.NewGrid())
+	p.NominalX(policyNames(g)...)
+	p.Legend.Top = true
+	p.Y.Min = 0
+	p.X.Min, p.X.Max = -0.5, float64(len(g.Runs))-0.5
+	leaveRoomForLegend(p, 4)
+	return p, nil
 }
 
 // sloPlot shows misses rather than compliance: compliance bars would all sit

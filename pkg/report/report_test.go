@@ -23,11 +23,13 @@ func sampleRecords() []Record {
 	return []Record{
 		{App: "image-compression", Dist: "heavy", Trace: "poisson", Policy: "atoll", SLOMs: 697,
 			Requests: 1000, ContainersSpawned: 200, AvgContainers: 150.5, PeakContainers: 210, WorkFloor: 70, Bound: 72,
+			Oracle: 80, FixedPool: 84, FixedPoolSLO: 0.9998, OraclePredicted: 96, OraclePredictedSLO: 1,
 			SLOCompliance: 0.9999, P50Ms: 300, P95Ms: 450, P99Ms: 520, P999Ms: 600,
 			MeanQueueMs: 1, MeanColdStartMs: 2, MeanExecMs: 300, JobsPerContainer: 5,
 			EnergyJ: 123456, ColdStarts: 3, WallS: 0.5, LatencyCDF: cdf(1)},
 		{App: "image-compression", Dist: "heavy", Trace: "poisson", Policy: "cypress", SLOMs: 697,
 			Requests: 1000, ContainersSpawned: 114, AvgContainers: 90, PeakContainers: 120, WorkFloor: 70, Bound: 72,
+			Oracle: 80, FixedPool: 84, FixedPoolSLO: 0.9998, OraclePredicted: 96, OraclePredictedSLO: 1,
 			SLOCompliance: 0.9997, P50Ms: 320, P95Ms: 480, P99Ms: 560, P999Ms: 650,
 			MeanQueueMs: 20, MeanColdStartMs: 2, MeanExecMs: 300, JobsPerContainer: 8.77,
 			EnergyJ: 100000, ColdStarts: 1, WallS: 0.25, LatencyCDF: cdf(1.1)},
@@ -129,8 +131,9 @@ func TestSummaryJSONHasExactlyTheDocumentedFields(t *testing.T) {
 	if len(top) != 1 || len(top["runs"]) != 3 {
 		t.Fatalf("got %v", top)
 	}
-	want := []string{"app", "avg_containers", "bound", "cold_starts", "containers_spawned", "dist", "energy_j",
-		"jobs_per_container", "p50_ms", "p99_ms", "policy", "rejected", "requests", "slo_compliance", "trace", "vs_bound", "wall_s", "work_floor"}
+	want := []string{"app", "avg_containers", "bound", "bound_vs_oracle", "cold_starts", "containers_spawned", "dist", "energy_j",
+		"fixed_pool_vs_oracle", "jobs_per_container", "oracle_predicted_vs_oracle", "p50_ms", "p99_ms", "policy", "rejected", "requests",
+		"slo_compliance", "trace", "vs_bound", "vs_oracle", "wall_s", "work_floor"}
 	var got []string
 	for k := range top["runs"][1] {
 		got = append(got, k)
@@ -283,7 +286,8 @@ func TestWriteTableHasOneLinePerRun(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 4 || !strings.Contains(lines[2], "cypress") || !strings.Contains(lines[2], "99.97%") ||
-		!strings.Contains(lines[2], "+25.0%") || !strings.Contains(lines[2], "+28.6%") {
+		!strings.Contains(lines[2], "+25.0%") || !strings.Contains(lines[2], "+28.6%") ||
+		!strings.Contains(lines[2], "1.125×") || !strings.Contains(lines[2], "1.050×") || !strings.Contains(lines[2], "1.200×") {
 		t.Errorf("table:\n%s", buf.String())
 	}
 }

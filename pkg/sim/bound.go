@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/bound"
-	"gantry.dev/gantry/pkg/policy"
 )
 
 // Bound is what the run's realised requests allow, whatever the policy
@@ -108,65 +107,6 @@ func boundOf(accs []*bound.Acc) Bound {
 	}
 	return b
 }
-
-// clairvoyantPlan is the constructive oracle's plan: per function, the
-// live containers over time of bound.Schedule run on the realised
-// requests, each stage's jobs released when the plan finishes them at the
-// stage before and due by the function's cumulative SLO share (the
-// deadline the engine's least-slack queue orders by).
-func clairvoyantPlan(ctx context.Context, cfg *Config) ([][]policy.PlanStep, error) {
-	if n := cfg.Trace.Total(); n > MaxOracleRequests {
-		return nil, fmt.Errorf("%w: the oracle plans with every request in memory; %.3g expected requests is above its %d", ErrBadConfig, n, MaxOracleRequests)
-	}
-	var arrivals []int64
-	var execs [][]int64
-	for range cfg.App.Chain {
-		execs = append(execs, nil)
-	}
-	err := realize(ctx, cfg, func(_, arrival int64, exec []int64) {
-		arrivals = append(arrivals, arrival)
-		for f, p := range exec {
-			execs[f] = append(execs[f], p)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	slos, _ := functionSLOs(cfg.App)
-	warm := prewarmCounts(cfg)
-	release := arrivals
-	jobs := make([]bound.Job, len(arrivals))
-	var cum int64
-	out := make([][]policy.PlanStep, len(cfg.App.Chain))
-	for f := range cfg.App.Chain {
-		cum += int64(slos[f])
-		for i := range jobs {
-			jobs[i] = bound.Job{Release: release[i], Deadline: arrivals[i] + cum, Exec: execs[f][i]}
-		}
-		// The plan keeps its queues within a quarter of the engine's
-		// bound, which rejects past it: the engine dispatches on its own
-		// (work-conserving, least slack first), so its queue runs longer
-		// than the plan's. At nine tenths, large-scale Twitter runs still
-		// lost 400 requests in 940 000 to the bound; at a quarter, none.
-		q := 0
-		if cfg.MaxQueue > 0 {
-			q = max(1, cfg.MaxQueue/4)
-		}
-		ends, steps, _, err := bound.ScheduleContext(ctx, jobs, int64(cfg.ColdStart), warm[f], q)
-		if err != nil {
-			return nil, err
-		}
-		release = ends
-		for _, s := range steps {
-			out[f] = append(out[f], policy.PlanStep{At: time.Duration(s.At), Live: s.Live})
-		}
-	}
-	return out, nil
-}
-
-// MaxOracleRequests bounds the expected requests of a run of the oracle,
-// which holds every request (about 90 bytes each) while it plans.
-const MaxOracleRequests = 12_000_000
 
 // prewarmCounts is how many warm containers each function starts with
 // (none under ColdBoot); see prewarm.

@@ -39,6 +39,9 @@ type container struct {
 	readyAt  int64
 	// idleAt is when it became idle; startAt when its request started.
 	idleAt, startAt int64
+	// plan is 1 + its planned container under a followed plan (0: none);
+	// planNext counts the planned jobs it has started.
+	plan, planNext int32
 }
 
 type node struct {

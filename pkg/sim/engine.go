@@ -33,6 +33,9 @@ type request struct {
 	fn      int32
 	// class is its deadline class (Config.AsyncShare).
 	class policy.Class
+	// planSeq is its place among its planned container's jobs and
+	// nextWait the next request waiting for that container (follow.go).
+	planSeq, nextWait int32
 	// End-to-end breakdown so far.
 	queue, cold, execSum int64
 }
@@ -85,6 +88,9 @@ type engine struct {
 	// observe, when set, is told of every start, stop and run (the
 	// conformance scripts read it).
 	observe func(observation)
+	// follow, when set, makes the engine follow the oracle's plan to the
+	// job (follow.go) instead of dispatching on its own.
+	follow *follower
 
 	fns      []fnRuntime
 	cl       *cluster
@@ -119,6 +125,9 @@ type engine struct {
 	done       int64
 	spawnFails int64
 	rejected   int64
+	// infeasible counts the requests whose execution times alone exceed
+	// the SLO: no policy meets them.
+	infeasible int64
 	app        latency
 	// Little's law, checked at the end of every run: the time integral of
 	// the requests in flight equals the sum of their times in the system.
@@ -204,8 +213,8 @@ func functionSLOs(app workload.App) (share, cum []time.Duration) {
 func (e *engine) policyTime(t int64) time.Time { return epoch.Add(time.Duration(t)) }
 
 func (e *engine) run() error {
-	if !e.cfg.ColdBoot {
-		e.prewarm()
+	if !e.cfg.ColdBoot && e.follow == nil {
+		e.prewarm() // a followed plan starts its own prewarm
 	}
 	e.events.push(0, evTick, 0)
 	if t, ok := e.nextArrival(0); ok {
@@ -213,6 +222,9 @@ func (e *engine) run() error {
 	}
 	nextProgress := int64(e.cfg.Window)
 	for n := 0; e.events.len() > 0 && e.err == nil; n++ {
+		if e.follow != nil && !e.planAhead() {
+			break
+		}
 		ev := e.events.pop()
 		if (ev.kind == evExpire || ev.kind == evWake) && e.now >= e.end && e.inFlight == 0 {
 			continue // the run is over; keep-alives left pending do not extend it
@@ -251,6 +263,10 @@ func (e *engine) handle(ev event) {
 		e.onExpire(ev.id)
 	case evWake:
 		e.onWake()
+	case evPlanStart:
+		e.followStart(ev.id)
+	case evPlanRetire:
+		e.followRetire(ev.id)
 	}
 }
 
@@ -327,6 +343,9 @@ func (e *engine) drawChain(r int32) {
 		outs[f] = size
 		total += execs[f]
 	}
+	if req.class == policy.Sync && total > int64(e.cfg.App.SLO) {
+		e.infeasible++ // its execution alone misses the SLO
+	}
 	if e.accs == nil {
 		return
 	}
@@ -355,6 +374,10 @@ func (e *engine) newRequest() int32 {
 // enqueue puts request r in function fn's queue, or straight onto an idle
 // container when nothing is waiting.
 func (e *engine) enqueue(fn int32, r int32) {
+	if e.follow != nil {
+		e.followEnqueue(fn, r)
+		return
+	}
 	req := &e.reqs[r]
 	req.fn, req.enq = fn, e.now
 	rt := &e.fns[fn]
@@ -508,6 +531,9 @@ func (e *engine) free(id int32) {
 	c.freed = e.freedSeq
 	if c.draining {
 		e.stopDrained(id)
+		return
+	}
+	if e.follow != nil && e.followFree(id) {
 		return
 	}
 	if r, _, ok := rt.queue.Pop(e.now); ok {

@@ -3,12 +3,14 @@ package sim
 // Event kinds. At equal times they run in the order the heap yields them,
 // which depends only on the sequence of pushes, so runs are deterministic.
 const (
-	evArrival uint8 = iota // the next request arrives at the app
-	evDone                 // container id finishes its request
-	evReady                // container id finishes its cold start
-	evTick                 // the policy's planning tick
-	evExpire               // idle container id reaches its keep-alive
-	evWake                 // a Waker policy asked to plan now
+	evArrival    uint8 = iota // the next request arrives at the app
+	evDone                    // container id finishes its request
+	evReady                   // container id finishes its cold start
+	evTick                    // the policy's planning tick
+	evExpire                  // idle container id reaches its keep-alive
+	evWake                    // a Waker policy asked to plan now
+	evPlanStart               // the oracle's plan starts planned container id
+	evPlanRetire              // the oracle's plan stops planned container id
 )
 
 type event struct {

@@ -20,6 +20,10 @@ type Result struct {
 	// as the live gateway answers 429; they are in Requests and count as
 	// SLO misses.
 	Rejected int64 `json:"rejected"`
+	// Infeasible counts the (synchronous) requests whose execution times
+	// alone add up to more than the SLO: no policy can meet them, so
+	// SLO compliance is at most 1 − Infeasible/Requests.
+	Infeasible int64 `json:"infeasible"`
 
 	AvgContainers  float64 `json:"avg_containers"`
 	PeakContainers float64 `json:"peak_containers"`

@@ -22,14 +22,13 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	}
 	wall := time.Now()
 	pol := cfg.Custom
+	follow := pol == nil && cfg.Policy == "oracle"
 	if pol == nil {
 		spec := policySpec(&cfg)
-		if cfg.Policy == "oracle" {
-			plan, err := clairvoyantPlan(ctx, &cfg)
-			if err != nil {
-				return Result{}, err
-			}
-			spec.Truth.Planned = plan
+		if follow {
+			// The engine follows the plan itself (follow.go); the policy
+			// is asked for nothing it would plan.
+			spec.Truth.Planned = make([][]policy.PlanStep, len(cfg.App.Chain))
 		}
 		var err error
 		if pol, err = policy.New(cfg.Policy, spec); err != nil {
@@ -39,6 +38,15 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	e, err := newEngine(ctx, cfg, pol)
 	if err != nil {
 		return Result{}, err
+	}
+	if follow {
+		// The oracle plans the run every way it can and follows the plan
+		// that holds the fewest containers (choosePlan).
+		rule, err := choosePlan(ctx, &cfg)
+		if err != nil {
+			return Result{}, err
+		}
+		e.follow = newFollower(ctx, &e.cfg, e, rule)
 	}
 	// The bound assumes every start takes ColdStart; with drawn cold
 	// starts it is not a bound, so it is not reported.
@@ -99,7 +107,7 @@ func (e *engine) result() Result {
 	span := float64(e.now)
 	res := Result{
 		App: e.cfg.App.Name, Dist: e.cfg.Dist.Name(), Trace: e.cfg.Trace.Name, Policy: e.pol.Name(),
-		Requests: e.arrivals, SpawnFailures: e.spawnFails, Rejected: e.rejected, SLO: e.cfg.App.SLO,
+		Requests: e.arrivals, SpawnFailures: e.spawnFails, Rejected: e.rejected, Infeasible: e.infeasible, SLO: e.cfg.App.SLO,
 		Latency: e.app.summary(),
 		EnergyJ: e.cl.energyJ, SimulatedSeconds: span / 1e9,
 		ColdStarts: e.app.coldStarts, LatencyCDF: e.app.cdf(),

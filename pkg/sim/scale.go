@@ -127,10 +127,13 @@ func (e *engine) kill(id int32) {
 // onTick reclaims containers idle past the timeout, then lets the policy
 // plan. Ticks stop once the trace is over and nothing is in flight.
 func (e *engine) onTick() {
-	for fn := range e.fns {
-		e.reclaimIdle(int32(fn))
+	// A followed plan starts and stops every container itself.
+	if e.follow == nil {
+		for fn := range e.fns {
+			e.reclaimIdle(int32(fn))
+		}
+		e.plan()
 	}
-	e.plan()
 	if e.err != nil {
 		return
 	}
