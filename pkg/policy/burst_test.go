@@ -43,9 +43,9 @@ func poissonRun(t *testing.T, seed uint64, d time.Duration, rate func(time.Durat
 // simulated hours: at most twice the stated rate in total (the bound is
 // Lorden's; the reference rate is itself an estimate).
 func TestBurstFalseAlarmsPerSecondOnConstantRates(t *testing.T) {
-	hours := 4.0
+	hours := 2.0
 	if testing.Short() {
-		hours = 2
+		hours = 1
 	}
 	for _, rate := range []float64{5, 50, 500} {
 		d := time.Duration(hours / math.Sqrt(rate/5) * float64(time.Hour))
