@@ -166,12 +166,19 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 	if c.p.panic {
 		target = c.heldTarget(f, now, surge)
 	}
+	m := fs.mix
+	if m <= 0 {
+		m = c.meanExec(f) / float64(time.Second)
+	}
 	if ex := c.burst.excessNow(); ex > 0 {
-		m := fs.mix
-		if m <= 0 {
-			m = c.meanExec(f) / float64(time.Second)
-		}
 		target += int(math.Ceil(ex * m))
+	}
+	if slo := fs.spec.SLO; v.Queued > 0 && v.MaxWait > slo {
+		// A request has waited past its whole SLO: the containers run
+		// below the demand, and a full queue hides the refused part of
+		// it from the rate the sizing sees. Add the backlog's work,
+		// done within one SLO.
+		target += int(math.Ceil(float64(v.Queued) * m / slo.Seconds()))
 	}
 	d.Add = max(d.Add, target-v.Live)
 	if d.Add == 0 {

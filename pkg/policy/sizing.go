@@ -189,3 +189,22 @@ func (c *core) sloSize(f int, rate float64) (int, bool) {
 	c.fns[f].mix = mix.Mean
 	return SizeFor(rate, mix, 1-c.sloTarget(), maxSizing), true
 }
+
+// predictionZ is how many standard deviations of the rate prediction's
+// own error the SLO sizing adds to the predicted rate.
+const predictionZ = 2.0
+
+// predictionMargin is the rate the sizing adds for the error of the rate
+// prediction beyond Poisson noise: the measured dispersion D of the
+// window counts around their prediction (observeDispersion) is Poisson's
+// 1 plus the prediction's error, so sqrt((D-1)·rate/window) is that
+// error's standard deviation as a rate. The M/G/n model covers the
+// Poisson part; at a large load, where it runs containers near full, an
+// under-predicted rate otherwise overloads them.
+func (c *core) predictionMargin(rate float64) float64 {
+	d, ok := c.dispersion()
+	if !ok || d <= 1 {
+		return 0
+	}
+	return predictionZ * math.Sqrt((d-1)*rate/c.spec.Window.Seconds())
+}
