@@ -50,6 +50,8 @@ type burstState struct {
 	runN  float64   // arrivals in the run
 	// excess is the rate (per second) the latest alarm measured above the
 	// reference, in force until excessUntil.
+	// h is the threshold at the reference rate hRef.
+	h, hRef     float64
 	excess      float64
 	excessUntil time.Time
 	alarms      int64
@@ -90,12 +92,17 @@ func (c *core) burstArrive(now time.Time) {
 	if b.s == 0 {
 		b.runAt, b.runN = now.Add(-time.Duration(gap*float64(time.Second))), 0
 	}
-	b.s = max(0, b.s+math.Log(burstKappa)-(burstKappa-1)*ref*gap)
+	b.s = max(0, b.s+lnKappa-(burstKappa-1)*ref*gap)
 	b.runN++
 	if b.s == 0 {
 		return
 	}
-	if b.s >= burstThreshold(ref) {
+	if ref != b.hRef {
+		// The threshold changes only with the reference rate: a log per
+		// arrival was a tenth of the simulator's cost per request.
+		b.h, b.hRef = burstThreshold(ref), ref
+	}
+	if b.s >= b.h {
 		span := now.Sub(b.runAt).Seconds()
 		if span > 0 {
 			if ex := b.runN/span - ref; ex > 0 {
@@ -107,6 +114,9 @@ func (c *core) burstArrive(now time.Time) {
 		b.s = 0
 	}
 }
+
+// lnKappa is ln burstKappa, the CUSUM's step per arrival.
+var lnKappa = math.Log(burstKappa)
 
 // burstThreshold is the CUSUM threshold h for reference rate ref:
 // e^h/ref seconds between false alarms is 1/burstFalseAlarms.
