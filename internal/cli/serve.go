@@ -38,6 +38,7 @@ type platformFlags struct {
 	idleTimeout  time.Duration
 	maxBody      int64
 	drainTimeout time.Duration
+	sloTarget    float64
 	instanceLogs bool
 	limits       gateway.Limits
 	fnRuntime    string
@@ -50,6 +51,7 @@ func (f *platformFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.startDelay, "start-delay", 0, "added before each instance starts, to emulate a container's start-up (e.g. 1.5s as in the Cypress paper)")
 	fs.DurationVar(&f.tick, "tick", policy.DefaultTick, "how often the autoscaler plans (the simulator's default too)")
 	fs.DurationVar(&f.window, "window", policy.DefaultWindow, "the proactive scaler's window")
+	fs.Float64Var(&f.sloTarget, "slo-target", 100*policy.DefaultSLOTarget, "percent of requests that must meet their SLO, for functions whose stack declares no slo_target: the gantry policy sizes for it")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", policy.DefaultIdleTimeout, "stop instances idle this long beyond a function's minimum (the simulator's default too)")
 	fs.Int64Var(&f.maxBody, "max-body", gateway.DefaultMaxBody, "largest request or response body in bytes (413 past it)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long accepted requests may take to finish")
@@ -76,6 +78,8 @@ func (f *platformFlags) validate() error {
 		return usagef("--tick must be in [10ms, 1m], got %v", f.tick)
 	case f.window < time.Second || f.window > time.Hour:
 		return usagef("--window must be in [1s, 1h], got %v", f.window)
+	case !(f.sloTarget > 0 && f.sloTarget < 100):
+		return usagef("--slo-target must be a percentage in (0, 100), got %v", f.sloTarget)
 	case f.idleTimeout < time.Second || f.idleTimeout > 24*time.Hour:
 		return usagef("--idle-timeout must be in [1s, 24h], got %v", f.idleTimeout)
 	case f.maxBody < 1 || f.maxBody > 1<<30:
@@ -126,7 +130,7 @@ func (f *platformFlags) serverConfig(addr string, s *stack.Stack, logger *slog.L
 	be := backend.NewLocal(backend.LocalConfig{StartDelay: f.startDelay, Log: instLog, Logger: logger, FnRuntime: f.fnRuntime})
 	return gateway.ServerConfig{Addr: addr, Stack: s, Backend: be,
 		Dispatch: dispatch.Config{Policy: f.policy, Capacity: f.capacity, Tick: f.tick, Window: f.window,
-			IdleTimeout: f.idleTimeout, Logger: logger},
+			IdleTimeout: f.idleTimeout, SLOTarget: f.sloTarget / 100, Logger: logger},
 		Gateway: gateway.Config{MaxBody: f.maxBody, Logger: logger}, Limits: f.limits}
 }
 

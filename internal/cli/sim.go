@@ -32,6 +32,9 @@ type simFlags struct {
 	coldStartDist                              string
 	keepAlive                                  time.Duration
 	coldBoot                                   bool
+	idleTimeout                                time.Duration
+	sloTarget                                  float64
+	sloCurve                                   string
 }
 
 func newSimCmd() *cobra.Command {
@@ -71,6 +74,9 @@ func newSimCmd() *cobra.Command {
 	fl.DurationVar(&f.coldStart, "cold-start", sim.DefaultColdStart, "container cold-start time")
 	fl.StringVar(&f.coldStartDist, "cold-start-dist", "const", fmt.Sprintf("distribution of each cold start %v, with mean --cold-start (not const: no bound column, no oracle)", sim.ColdStartDists()))
 	fl.DurationVar(&f.keepAlive, "keep-alive", policy.CommercialKeepAlive, "commercial's keep-alive: an idle instance expires this long after its last request (needs commercial in --policies)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", sim.DefaultIdleTimeout, "stop an instance idle this long, whatever the policy says (gantry serve's --idle-timeout; gantry up uses 30s)")
+	fl.Float64Var(&f.sloTarget, "slo-target", 100*policy.DefaultSLOTarget, "percent of requests that must meet the SLO: gantry sizes each function for it")
+	fl.StringVar(&f.sloCurve, "slo-curve", "", "comma list of SLO targets in percent (e.g. 90,99,99.9,99.99): run the one policy of --policies once per target and write slo-curve.json and slo-curve.png into --out")
 	fl.BoolVar(&f.coldBoot, "cold-boot", false, "start the cluster empty instead of prewarmed for the trace's first window")
 	fl.IntVar(&f.maxQueue, "max-queue", sim.DefaultMaxQueue, fmt.Sprintf("requests that may wait per function, as the gateway's max_queue; past it a request is rejected (HTTP 429 live) (at most %d)", sim.MaxQueueBound))
 	fl.StringVar(&f.out, "out", "", "write results.csv, results.json, report.md and plots/ into this directory")
@@ -115,6 +121,10 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--nodes and --cores-per-node must be positive, got %d and %d", f.nodes, f.coresPerNode)
 	case f.coldStart <= 0:
 		return usagef("--cold-start must be positive, got %v", f.coldStart)
+	case !(f.sloTarget > 0 && f.sloTarget < 100):
+		return usagef("--slo-target must be a percentage in (0, 100), got %v", f.sloTarget)
+	case f.idleTimeout <= 0 || f.idleTimeout > trace.MaxDuration:
+		return usagef("--idle-timeout must be in (0, %v], got %v", trace.MaxDuration, f.idleTimeout)
 	case f.workers <= 0:
 		return usagef("--workers must be positive, got %d", f.workers)
 	case f.maxQueue < 1 || f.maxQueue > sim.MaxQueueBound:
@@ -204,7 +214,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 		Nodes: f.nodes, CoresPerNode: f.coresPerNode, ColdStart: f.coldStart,
 		MinSize: f.minSize, MaxSize: f.maxSize, MaxQueue: f.maxQueue,
 		ExecDist: f.execDist, ExecMean: f.execMean,
-		ColdStartDist: f.coldStartDist, ColdBoot: f.coldBoot,
+		ColdStartDist: f.coldStartDist, ColdBoot: f.coldBoot, IdleTimeout: f.idleTimeout, SLOTarget: f.sloTarget / 100,
 	}
 	if cmd.Flags().Changed("keep-alive") {
 		spec.KeepAlive = f.keepAlive
@@ -221,6 +231,9 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	if err := prepareOut(f); err != nil {
 		return err
+	}
+	if f.sloCurve != "" {
+		return runSLOCurve(cmd, f, jobs)
 	}
 	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
 	if err != nil {
@@ -250,7 +263,7 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 		return usagef("unknown experiment %q (known: paper)", f.experiment)
 	}
 	for _, name := range []string{"app", "dist", "trace", "trace-file", "rate", "peak", "nodes", "cores-per-node", "min-size", "max-size",
-		"cold-start-dist", "keep-alive", "cold-boot"} {
+		"cold-start-dist", "keep-alive", "cold-boot", "idle-timeout", "slo-target"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s cannot be combined with --experiment paper, which fixes it", name)
 		}

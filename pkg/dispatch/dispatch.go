@@ -49,6 +49,10 @@ type Config struct {
 	// (policy.DefaultTick, DefaultWindow, DefaultIdleTimeout), which the
 	// simulator runs with too.
 	Tick, Window, IdleTimeout time.Duration
+	// SLOTarget is the share of requests that must meet the SLO, in
+	// (0, 1), for apps whose functions declare none (stack slo_target);
+	// 0 means policy.DefaultSLOTarget.
+	SLOTarget float64
 	// Now is the clock (default time.Now); tests step a fake one.
 	Now func() time.Time
 	// NewPolicy builds a group's policy (default policy.New); tests put a

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -730,5 +731,21 @@ func TestCorePolicyLookAheadOnArrival(t *testing.T) {
 	waitFor(t, func() bool { st, _ := d.Function("f"); return st.Queued == 1 })
 	if be.Started("g") == 0 {
 		t.Fatal("no instance of g started at the arrival at f: the look-ahead did not run")
+	}
+}
+
+// The policy sizes for the strictest SLO target a function of its app
+// declares (stack slo_target), else for the gateway's (--slo-target).
+func TestSLOTargetReachesThePolicy(t *testing.T) {
+	be := newFake(false)
+	pf := &hookedFactory{}
+	f, g := decl("f", 0), decl("g", 0)
+	f.SLOTarget = 99.99
+	newTestDispatcher(t, Config{Policy: "gantry", NewPolicy: pf.new, SLOTarget: 0.95}, be, f, g)
+	if got := pf.get("f").spec.SLOTarget; math.Abs(got-0.9999) > 1e-12 {
+		t.Errorf("f declares 99.99%%: the policy sizes for %v", got)
+	}
+	if got := pf.get("g").spec.SLOTarget; got != 0.95 {
+		t.Errorf("g declares none: the policy sizes for %v, want the gateway's 0.95", got)
 	}
 }

@@ -67,6 +67,11 @@ func (d *Dispatcher) lockedNewGroup(chain []*function, name string, slo time.Dur
 	for i, fn := range chain {
 		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: fn.decl.Ref(), SLO: share[i],
 			SizeSensitive: fn.decl.SizeSensitive})
+		// The strictest target a function of the chain declares.
+		spec.SLOTarget = max(spec.SLOTarget, fn.decl.SLOTarget/100)
+	}
+	if spec.SLOTarget == 0 {
+		spec.SLOTarget = d.cfg.SLOTarget
 	}
 	pol, err := d.cfg.NewPolicy(d.cfg.Policy, spec)
 	if err != nil {

@@ -255,7 +255,7 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 	if enq, ok := fn.queue.OldestEnq(); ok {
 		v.MaxWait = time.Duration(d.nanos(now) - enq)
 	}
-	v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
+	v.Queue, v.Running, v.Free, v.IdleAges = v.Queue[:0], v.Running[:0], v.Free[:0], v.IdleAges[:0]
 	detailed := fn.g.pol.Caps().Detailed
 	d.peers.Requests(fn.decl.Ref(), detailed, func(queued bool, it Item) {
 		if queued {
@@ -289,6 +289,9 @@ func (d *Dispatcher) lockedView(fn *function, v *policy.View, now time.Time) {
 		for _, c := range in.running {
 			v.Running = append(v.Running, policy.Item{Size: c.size, Exec: time.Duration(c.entry.Pred), Waited: now.Sub(c.started)})
 			v.Free = append(v.Free, max(0, c.started.Add(time.Duration(c.entry.Pred)).Sub(now)))
+		}
+		if d.lockedIdle(in) {
+			v.IdleAges = append(v.IdleAges, now.Sub(in.idleSince))
 		}
 		if in.suspect {
 			continue // its free slots wait for its health check

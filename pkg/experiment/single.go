@@ -50,6 +50,12 @@ type Spec struct {
 	ColdStartDist string
 	KeepAlive     time.Duration
 	ColdBoot      bool
+	// IdleTimeout, when positive, stops an instance idle this long
+	// (sim.Config.IdleTimeout; zero is sim's default), as `gantry serve
+	// --idle-timeout` does live.
+	IdleTimeout time.Duration
+	// SLOTarget is sim.Config.SLOTarget for every run.
+	SLOTarget float64
 }
 
 // Jobs validates the spec and makes one job per policy.
@@ -67,7 +73,7 @@ func (s Spec) Jobs() ([]Job, error) {
 	}
 	base := sim.Config{App: app, Dist: dist, Trace: tr, Seed: s.Seed,
 		Nodes: s.Nodes, CoresPerNode: s.CoresPerNode, ColdStart: s.ColdStart, MaxQueue: s.MaxQueue,
-		ColdStartDist: s.ColdStartDist, ColdBoot: s.ColdBoot}
+		ColdStartDist: s.ColdStartDist, ColdBoot: s.ColdBoot, IdleTimeout: s.IdleTimeout, SLOTarget: s.SLOTarget}
 	jobs := PolicyJobs(base, s.Policies, "", "")
 	for i := range jobs {
 		// Only the policy with a fixed keep-alive takes one; sim refuses
@@ -83,8 +89,8 @@ func (s Spec) validate() error {
 	switch {
 	case s.Nodes <= 0 || s.CoresPerNode <= 0:
 		return fmt.Errorf("%w: nodes (%d) and cores per node (%d) must be positive", ErrBadSpec, s.Nodes, s.CoresPerNode)
-	case s.ColdStart < 0:
-		return fmt.Errorf("%w: cold start %v is negative", ErrBadSpec, s.ColdStart)
+	case s.ColdStart < 0 || s.IdleTimeout < 0:
+		return fmt.Errorf("%w: cold start %v and idle timeout %v must not be negative", ErrBadSpec, s.ColdStart, s.IdleTimeout)
 	case bad(s.Rate) || bad(s.Peak):
 		return fmt.Errorf("%w: rate %v and peak %v must not be negative", ErrBadSpec, s.Rate, s.Peak)
 	case s.Duration < 0:

@@ -53,6 +53,9 @@ type fnState struct {
 	past      [maxKeepWindows]int
 	pastNext  int
 	completed int64
+	// mix is the mean execution time (seconds) the latest SLO sizing
+	// used: a burst's excess rate times it is the load it adds.
+	mix float64
 }
 
 // core implements every named policy; parts says which mechanisms it uses.
@@ -78,7 +81,9 @@ type core struct {
 
 	winCount float64
 	panic    panicState
-	rate     float64 // the rate the latest proactive sizing used
+	burst    burstState
+	slacks   []float64 // scratch of serviceMix
+	rate     float64   // the rate the latest proactive sizing used
 	// disp is an EWMA of the windows' squared count errors over the
 	// predicted count (observeDispersion), over dispN windows.
 	disp  float64
@@ -139,6 +144,8 @@ func validateSpec(s Spec, truth bool) error {
 		return fmt.Errorf("%w: no functions", ErrBadSpec)
 	case s.AppSLO <= 0 || s.Window < time.Second || s.ColdStart < 0:
 		return fmt.Errorf("%w: SLO %v, window %v, cold start %v", ErrBadSpec, s.AppSLO, s.Window, s.ColdStart)
+	case !(s.SLOTarget >= 0 && s.SLOTarget < 1):
+		return fmt.Errorf("%w: SLO target %v must be in (0, 1), or 0 for the default", ErrBadSpec, s.SLOTarget)
 	case !(s.MinSize > 0) || s.MaxSize < s.MinSize:
 		return fmt.Errorf("%w: size range [%v, %v]", ErrBadSpec, s.MinSize, s.MaxSize)
 	case truth && (s.Truth == nil || s.Truth.Rate == nil || s.Truth.ExecMean == nil ||
@@ -158,7 +165,7 @@ func (c *core) initLoad() error {
 	switch c.p.load {
 	case loadEWMA:
 		warmup := warmupWindows
-		if c.p.panic {
+		if c.p.panic || c.p.sloSizing {
 			// The panic rule guards against a burst, so one window of
 			// history is enough to start sizing.
 			warmup = 1
@@ -244,9 +251,12 @@ func (c *core) outAt(fn int, size float64) float64 {
 	return size
 }
 
-func (c *core) Arrive(_ time.Time, fn int, size float64, n Counts) int {
+func (c *core) Arrive(now time.Time, fn int, size float64, n Counts) int {
 	if fn == 0 {
 		c.countArrival(size)
+		if c.p.arrivalBurst {
+			c.burstArrive(now)
+		}
 	}
 	switch {
 	case c.p.react == reactPerRequest:

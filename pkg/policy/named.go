@@ -91,6 +91,18 @@ type parts struct {
 	noChain bool
 	// instances, when set, is SimFaaS's instance model (see Instances).
 	instances *Instances
+	// sloSizing sizes each function at every window as an M/G/n queue
+	// for the SLO target (sizing.go), at the predicted rate plus the warm
+	// buffer, instead of packing a predicted stream.
+	sloSizing bool
+	// ageRetire retires, at every tick, the idle containers above the
+	// target that have been idle past the rent-or-buy limit (retire.go),
+	// instead of idling detection at window boundaries.
+	ageRetire bool
+	// arrivalBurst detects bursts on arrival (burst.go) and adds the
+	// excess load to the target, instead of the panic rule's tick test
+	// and multiplied, held target.
+	arrivalBurst bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -124,30 +136,53 @@ var catalog = map[string]parts{
 	"oracle-predicted": {order: LeastSlack, load: loadOracle, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		stream: true, truth: true},
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
-		execQuantile: 0.75, empiricalMix: true, stream: true, panic: true,
-		panicZ: 3, panicCUSUM: true, panicMinSpan: true, panicHold: 20 * time.Second, keepWindows: 3,
-		loadQuantileZ: 1, steadyRetire: true},
+		execQuantile: 0.75, empiricalMix: true, stream: true,
+		sloSizing: true, ageRetire: true, arrivalBurst: true},
+}
+
+// gantryPanic is gantry's panic rule and window-boundary idling detection,
+// which the SLO sizing, the idle-age retirement and the on-arrival burst
+// detector replaced; the ablations below put them back one at a time.
+func gantryPanic(p *parts) {
+	p.panic, p.panicZ, p.panicCUSUM, p.panicMinSpan, p.panicHold = true, 3, true, true, 20*time.Second
+}
+
+// gantryStream is gantry before the SLO sizing, the idle-age retirement
+// and the burst detector: the stream packing capped at a + sqrt(D·a), the
+// panic rule with its hold, idling detection at window boundaries.
+func gantryStream(p *parts) {
+	p.sloSizing, p.ageRetire, p.arrivalBurst = false, false, false
+	gantryPanic(p)
+	p.keepWindows, p.loadQuantileZ, p.steadyRetire = 3, 1, true
 }
 
 // ablations are gantry with one of its changes over Cypress undone; they
 // measure what each change buys (docs/simulator.md). New accepts them,
 // Names does not list them.
 var ablations = map[string]func(p *parts){
-	"gantry-no-panic":       func(p *parts) { p.panic = false },
+	"gantry-stream": gantryStream,
+	// One new rule off at a time.
+	"gantry-no-slo-sizing":  func(p *parts) { p.sloSizing = false; p.loadQuantileZ = 1 },
+	"gantry-no-age-retire":  func(p *parts) { p.ageRetire = false; p.keepWindows = 3; p.steadyRetire = true },
+	"gantry-no-burst":       func(p *parts) { p.arrivalBurst = false },
+	"gantry-panic":          func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
+	"gantry-no-panic":       func(p *parts) { gantryStream(p); p.panic = false },
 	"gantry-no-stream":      func(p *parts) { p.stream = false; p.empiricalMix = false },
 	"gantry-mean-exec":      func(p *parts) { p.execQuantile = 0 },
 	"gantry-heaviest-first": func(p *parts) { p.order = HeaviestFirst },
 	// gantry-panic-2sigma is the panic rule before its false-alarm, span
 	// and hold rules: one tick's count above two standard deviations.
 	"gantry-panic-2sigma": func(p *parts) {
+		gantryStream(p)
 		p.panicZ, p.panicCUSUM, p.panicMinSpan, p.panicHold, p.keepWindows = 2, false, false, 0, 1
 	},
-	"gantry-no-keep":          func(p *parts) { p.keepWindows = 1 },
-	"gantry-no-cusum":         func(p *parts) { p.panicCUSUM = false },
-	"gantry-no-hold":          func(p *parts) { p.panicHold = 0 },
-	"gantry-no-min-span":      func(p *parts) { p.panicMinSpan = false },
-	"gantry-no-load-quantile": func(p *parts) { p.loadQuantileZ = 0 },
-	"gantry-no-steady-retire": func(p *parts) { p.steadyRetire = false },
+	// The rules of gantry-stream, each undone on it.
+	"gantry-no-keep":          func(p *parts) { gantryStream(p); p.keepWindows = 1 },
+	"gantry-no-cusum":         func(p *parts) { gantryStream(p); p.panicCUSUM = false },
+	"gantry-no-hold":          func(p *parts) { gantryStream(p); p.panicHold = 0 },
+	"gantry-no-min-span":      func(p *parts) { gantryStream(p); p.panicMinSpan = false },
+	"gantry-no-load-quantile": func(p *parts) { gantryStream(p); p.loadQuantileZ = 0 },
+	"gantry-no-steady-retire": func(p *parts) { gantryStream(p); p.steadyRetire = false },
 }
 
 // chainAblations are Cypress with chained prediction or look-ahead taken
@@ -164,8 +199,9 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-cusum", "gantry-no-hold",
-		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-steady-retire", "gantry-no-stream", "gantry-panic-2sigma"}
+	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-cusum", "gantry-no-hold",
+		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-slo-sizing", "gantry-no-steady-retire",
+		"gantry-no-stream", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
 }
 
 // New builds the named policy (or ablation) for an app.

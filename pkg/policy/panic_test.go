@@ -43,7 +43,7 @@ func TestPanicRarelyFiresOnAConstantRate(t *testing.T) {
 	}
 	var ours, old int
 	for seed := range uint64(5) {
-		ours += alarms("gantry", seed)
+		ours += alarms("gantry-stream", seed)
 		old += alarms("gantry-panic-2sigma", seed)
 	}
 	t.Logf("alarms in 5 x %d ticks: gantry %d, two-sigma %d", ticks, ours, old)
@@ -59,7 +59,7 @@ func TestALateTickDoesNotPanicOnATinySpan(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		panic bool
-	}{{"gantry", false}, {"gantry-panic-2sigma", true}} {
+	}{{"gantry-stream", false}, {"gantry-panic-2sigma", true}} {
 		c := detector(t, tc.name, 100)
 		for k := range 4 {
 			c.panic.cum += 50
@@ -76,7 +76,7 @@ func TestALateTickDoesNotPanicOnATinySpan(t *testing.T) {
 // CUSUM within a few ticks, where the single-tick threshold alone never
 // does.
 func TestPanicCatchesABurstAtOnceAndAPersistentRiseSoon(t *testing.T) {
-	c := detector(t, "gantry", 100)
+	c := detector(t, "gantry-stream", 100)
 	for k := range 4 {
 		c.panic.cum += 50
 		c.surge(t0.Add(time.Duration(k) * 500 * ms))
@@ -85,7 +85,7 @@ func TestPanicCatchesABurstAtOnceAndAPersistentRiseSoon(t *testing.T) {
 	if s := c.surge(t0.Add(2 * time.Second)); s < 2.9 {
 		t.Fatalf("a tick of 150 arrivals against 50 expected scaled by %.2f", s)
 	}
-	for _, name := range []string{"gantry", "gantry-no-cusum"} {
+	for _, name := range []string{"gantry-stream", "gantry-no-cusum"} {
 		c := detector(t, name, 100)
 		fired := -1
 		for k := range 20 {
@@ -94,7 +94,7 @@ func TestPanicCatchesABurstAtOnceAndAPersistentRiseSoon(t *testing.T) {
 				fired = k
 			}
 		}
-		if name == "gantry" && (fired < 0 || fired > 6) {
+		if name == "gantry-stream" && (fired < 0 || fired > 6) {
 			t.Errorf("gantry: a lasting 24%% rise fired at tick %d", fired)
 		}
 		if name == "gantry-no-cusum" && fired >= 0 {
@@ -106,7 +106,7 @@ func TestPanicCatchesABurstAtOnceAndAPersistentRiseSoon(t *testing.T) {
 // The containers a panic asks for are held for the hold time, then the
 // window's target applies again.
 func TestPanicHoldsItsContainers(t *testing.T) {
-	c := detector(t, "gantry", 100)
+	c := detector(t, "gantry-stream", 100)
 	if got := c.heldTarget(0, t0, 2); got != 20 {
 		t.Fatalf("a surge of 2 on a target of 10 gave %d", got)
 	}

@@ -131,6 +131,9 @@ func (c *core) sizeFunction(f int, rate float64) (int, bool) {
 	if c.p.sizing == sizeStatic || (c.p.noChain && f > 0) {
 		return batch.Static(count, slo, time.Duration(c.meanExec(f))), true
 	}
+	if c.p.sloSizing {
+		return c.sloSize(f, rate+c.warmBuffer()+c.predictionMargin(rate))
+	}
 	if c.p.stream {
 		return c.streamSize(f, rate)
 	}

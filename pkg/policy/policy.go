@@ -67,6 +67,11 @@ type Spec struct {
 	// of a policy with an exact keep-alive (Instances.KeepAlive); New
 	// refuses it for any other policy, which would ignore it.
 	KeepAlive time.Duration
+	// SLOTarget is the share of requests that must meet their SLO, in
+	// (0, 1); 0 means DefaultSLOTarget. Gantry sizes each function so
+	// that at most 1 - SLOTarget of its requests wait past their slack
+	// (sizing.go).
+	SLOTarget float64
 	// Truth is the ground truth; only the oracle policy reads it and it is
 	// required for that policy alone.
 	Truth *Truth
@@ -117,6 +122,11 @@ type View struct {
 	// can start a new request (0 when idle, the rest of the cold start when
 	// starting).
 	Free []time.Duration
+	// IdleAges holds, for every idle container (warm, running nothing,
+	// not draining), how long it has been idle, in no particular order.
+	// Both drivers fill it the same way; the idle-age retirement reads
+	// it (retire.go).
+	IdleAges []time.Duration
 }
 
 // Decision is what the driver must do for one function. Add containers are

@@ -236,7 +236,7 @@ func TestPanicScalesUpOnABurstButNotOnNoise(t *testing.T) {
 		perTick int
 		burst   bool
 	}{{55, false}, {150, true}} {
-		p := mustNew(t, "gantry", s)
+		p := mustNew(t, "gantry-stream", s)
 		views := make([]View, 1)
 		base := feed(t, p, 5, 100, uniform, exec, views)[0].Add
 		views[0].Live = base // the driver applied the window's target
@@ -391,7 +391,7 @@ func TestLoadQuantileCutsHeadroomOnlyWhereTheLoadIsSteady(t *testing.T) {
 	for i := range steady {
 		steady[i] = 200
 	}
-	g, off := sizeOver(t, "gantry", steady), sizeOver(t, "gantry-no-load-quantile", steady)
+	g, off := sizeOver(t, "gantry-stream", steady), sizeOver(t, "gantry-no-load-quantile", steady)
 	offered := 200 * 0.3535 // requests/s x mean seconds
 	last := len(steady) - 1
 	if float64(g[last]) > offered+2*math.Sqrt(offered) || g[last] < int(offered) || g[last] >= off[last] {
@@ -404,7 +404,7 @@ func TestLoadQuantileCutsHeadroomOnlyWhereTheLoadIsSteady(t *testing.T) {
 			bursty[i] = 400
 		}
 	}
-	g, off = sizeOver(t, "gantry", bursty), sizeOver(t, "gantry-no-load-quantile", bursty)
+	g, off = sizeOver(t, "gantry-stream", bursty), sizeOver(t, "gantry-no-load-quantile", bursty)
 	for i := 6; i < len(bursty); i++ {
 		if g[i] != off[i] {
 			t.Fatalf("bursty load, window %d: gantry sized %d, without the rule %d", i, g[i], off[i])
@@ -434,12 +434,12 @@ func TestSteadyRetireShedsIdleContainersFasterOnlyOnASteadyLoad(t *testing.T) {
 			bursty[i] = 400
 		}
 	}
-	got, target := retired("gantry", steady)
+	got, target := retired("gantry-stream", steady)
 	without, _ := retired("gantry-no-steady-retire", steady)
 	if got < 20 || got <= without {
 		t.Fatalf("steady load, target %d, 40 idle over it: retired %d, without the rule %d", target, got, without)
 	}
-	got, _ = retired("gantry", bursty)
+	got, _ = retired("gantry-stream", bursty)
 	without, _ = retired("gantry-no-steady-retire", bursty)
 	if got != without {
 		t.Fatalf("bursty load: retired %d, without the rule %d", got, without)

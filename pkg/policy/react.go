@@ -30,6 +30,9 @@ func (c *core) decide(f int, now time.Time, views []View, window bool, surge flo
 		d.Add = max(0, d.Add-credit)
 		return d
 	}
+	if c.p.ageRetire {
+		return c.decideByAge(f, now, v, d, credit, surge)
+	}
 	target := c.heldTarget(f, now, surge)
 	d.Add = max(d.Add, target-v.Live)
 	keep, share := max(target, c.keptTarget(f)), retireShare
@@ -151,3 +154,36 @@ type chainKey struct {
 }
 
 type chainVal struct{ between, exec time.Duration }
+
+// decideByAge is the tick under the idle-age retirement: the target is
+// the window's SLO sizing plus the load a burst added (its excess rate
+// times the mean execution time: additive, not a factor on the whole
+// target), containers below it start, idle ones above it past the
+// rent-or-buy age retire.
+func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int, surge float64) Decision {
+	fs := &c.fns[f]
+	target := fs.target
+	if c.p.panic {
+		target = c.heldTarget(f, now, surge)
+	}
+	m := fs.mix
+	if m <= 0 {
+		m = c.meanExec(f) / float64(time.Second)
+	}
+	if ex := c.burst.excessNow(); ex > 0 {
+		target += int(math.Ceil(ex * m))
+	}
+	if slo := fs.spec.SLO; v.Queued > 0 && v.MaxWait > slo {
+		// A request has waited past its whole SLO: the containers run
+		// below the demand, and a full queue hides the refused part of
+		// it from the rate the sizing sees. Add the backlog's work,
+		// done within one SLO.
+		target += int(math.Ceil(float64(v.Queued) * m / slo.Seconds()))
+	}
+	d.Add = max(d.Add, target-v.Live)
+	if d.Add == 0 {
+		d.Retire = c.retireByAge(v, target)
+	}
+	d.Add = max(0, d.Add-credit)
+	return d
+}

@@ -118,6 +118,11 @@ type Config struct {
 	// others, which would ignore it.
 	KeepAlive time.Duration
 
+	// SLOTarget is the share of requests the SLO must hold for, in
+	// (0, 1) (0: policy.DefaultSLOTarget): gantry sizes for it
+	// (policy.Spec.SLOTarget).
+	SLOTarget float64
+
 	// ColdBoot starts the cluster empty. By default every function starts
 	// with warm containers for the trace's initial load (see prewarm), so
 	// results are not dominated by everyone's cold start at time zero.
@@ -179,6 +184,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.validateAsync(); err != nil {
 		return err
+	}
+	if !(c.SLOTarget >= 0 && c.SLOTarget < 1) {
+		return fmt.Errorf("%w: SLO target %v must be in (0, 1), or 0 for the default", ErrBadConfig, c.SLOTarget)
 	}
 	// A run lasts until its last request completes, so with a cold start
 	// as long as the trace each policy's span would be set by its own

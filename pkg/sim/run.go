@@ -82,7 +82,7 @@ func policySpec(cfg *Config) policy.Spec {
 		App: cfg.App.Name, AppSLO: cfg.App.SLO,
 		MinSize: cfg.App.MinSize, MaxSize: cfg.App.MaxSize,
 		ColdStart: cfg.ColdStart, Window: cfg.Window, Tick: cfg.Tick, Start: epoch, Seed: cfg.Seed,
-		KeepAlive: cfg.KeepAlive,
+		KeepAlive: cfg.KeepAlive, SLOTarget: cfg.SLOTarget,
 	}
 	for i, f := range cfg.App.Chain {
 		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: f.Name, SLO: slos[i], SizeSensitive: f.SizeSensitive})

@@ -206,7 +206,7 @@ func (e *engine) fillViews() {
 		if oldest, ok := rt.queue.OldestEnq(); ok {
 			v.MaxWait = time.Duration(e.now - oldest)
 		}
-		v.Queue, v.Running, v.Free = v.Queue[:0], v.Running[:0], v.Free[:0]
+		v.Queue, v.Running, v.Free, v.IdleAges = v.Queue[:0], v.Running[:0], v.Free[:0], v.IdleAges[:0]
 		if e.detail {
 			e.detailView(int32(fn), v)
 		}
@@ -227,6 +227,9 @@ func (e *engine) detailView(fn int32, v *policy.View) {
 			continue // a draining container is on its way out, as live
 		}
 		v.Free = append(v.Free, e.freeIn(c))
+		if c.state == csIdle {
+			v.IdleAges = append(v.IdleAges, time.Duration(e.now-c.idleAt))
+		}
 		if c.state == csBusy {
 			r := &e.reqs[c.req]
 			v.Running = append(v.Running, policy.Item{Size: r.size, Exec: time.Duration(r.pred), Waited: time.Duration(e.now - c.startAt)})

@@ -60,6 +60,7 @@ type functionYAML struct {
 	Concurrency      int               `yaml:"concurrency"`
 	InputSize        inputSizeYAML     `yaml:"input_size"`
 	MaxQueue         int               `yaml:"max_queue"`
+	SLOTarget        float64           `yaml:"slo_target"`
 	Timeout          string            `yaml:"timeout"`
 	ColdStart        string            `yaml:"cold_start"`
 	AsyncDeadline    string            `yaml:"async_deadline"`
@@ -235,7 +236,7 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		Criticality: y.Criticality, MinScale: y.Scale.Min, MaxScale: y.Scale.Max,
 		Concurrency: y.Concurrency, SizeHeader: y.InputSize.Header,
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
-		MaxQueue: y.MaxQueue, Kind: y.Kind, Namespace: y.Namespace, Secrets: y.Secrets,
+		MaxQueue: y.MaxQueue, SLOTarget: y.SLOTarget, Kind: y.Kind, Namespace: y.Namespace, Secrets: y.Secrets,
 		Constraints: y.Constraints, Limits: y.Limits, Requests: y.Requests,
 		ReadOnlyRootFilesystem: y.ReadOnlyRootFS, Idempotent: y.Idempotent,
 		SocketActivation: y.SocketActivation}

@@ -88,6 +88,11 @@ type Function struct {
 	// MaxQueue bounds the requests waiting for an instance; past it the
 	// gateway answers 429.
 	MaxQueue int
+	// SLOTarget is the percentage of requests that must meet the SLO,
+	// in (0, 100); 0 leaves it to the gateway (`gantry serve
+	// --slo-target`). The gantry policy sizes the function's app for the
+	// strictest target among its functions (policy.Spec.SLOTarget).
+	SLOTarget float64
 	// Timeout bounds one execution; past it the gateway answers 504.
 	Timeout time.Duration
 	// ColdStart is the expected cold start the policy plans with until
@@ -193,6 +198,7 @@ func (f *Function) Validate() error {
 		{f.Concurrency < 1 || f.Concurrency > MaxConcurrency, fmt.Sprintf("concurrency %d must be in [1, %d]", f.Concurrency, MaxConcurrency)},
 		{f.MaxQueue < 1 || f.MaxQueue > MaxQueueBound, fmt.Sprintf("max_queue %d must be in [1, %d]", f.MaxQueue, MaxQueueBound)},
 		{f.Timeout <= 0 || f.Timeout > MaxTimeout, fmt.Sprintf("timeout %v must be in (0, %v]", f.Timeout, MaxTimeout)},
+		{!(f.SLOTarget >= 0 && f.SLOTarget < 100), fmt.Sprintf("slo_target %v must be a percentage in (0, 100), or 0 for the gateway's", f.SLOTarget)},
 		{f.ColdStart < 0 || f.ColdStart > MaxTimeout, fmt.Sprintf("cold_start %v must be in [0, %v]", f.ColdStart, MaxTimeout)},
 		{f.AsyncDeadline < f.SLO || f.AsyncDeadline > MaxAsyncDeadline, fmt.Sprintf("async_deadline %v must be in [the slo %v, %v]", f.AsyncDeadline, f.SLO, MaxAsyncDeadline)},
 		{!finitePositive(f.MinSize) || !finitePositive(f.MaxSize) || f.MinSize >= f.MaxSize,
@@ -278,6 +284,7 @@ const (
 	AnnotationSizeHeader    = "gantry.dev/size-header"
 	AnnotationSizeRange     = "gantry.dev/size-range" // "MIN-MAX"
 	AnnotationMaxQueue      = "gantry.dev/max-queue"
+	AnnotationSLOTarget     = "gantry.dev/slo-target"
 	AnnotationTimeout       = "gantry.dev/timeout"
 	AnnotationKind          = "gantry.dev/kind"
 	AnnotationAsyncDeadline = "gantry.dev/async-deadline"
@@ -325,6 +332,13 @@ func (f *Function) applyMeta() error {
 			}
 			*it.dst = d
 		}
+	}
+	if v, ok := f.Annotations[AnnotationSLOTarget]; ok {
+		p, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("%w: function %q: %s=%q is not a number", ErrInvalid, f.Name, AnnotationSLOTarget, v)
+		}
+		f.SLOTarget = p
 	}
 	if v, ok := f.Annotations[AnnotationSizeHeader]; ok {
 		f.SizeHeader = v

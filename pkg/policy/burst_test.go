@@ -1,0 +1,78 @@
+package policy
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// poissonRun drives gantry with Poisson arrivals at the first function,
+// at rate(t) per second for d, planning every 500 ms on an idle view, and
+// returns the policy and the first alarm's offset (-1: none).
+func poissonRun(t *testing.T, seed uint64, d time.Duration, rate func(time.Duration) float64) (*core, time.Duration) {
+	t.Helper()
+	c := mustNew(t, "gantry", spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	views, out := make([]View, 1), make([]Decision, 1)
+	first := time.Duration(-1)
+	next := time.Duration(0)
+	var at time.Duration
+	for at < d {
+		if at >= next {
+			c.Plan(t0.Add(next), views, out)
+			next += 500 * ms
+			continue
+		}
+		before := c.burst.alarms
+		c.Arrive(t0.Add(at), 0, 50, views[0].Counts)
+		if c.burst.alarms > before && first < 0 {
+			first = at
+		}
+		if err := c.Complete(0, 50, 200*ms, 50); err != nil {
+			t.Fatal(err)
+		}
+		at += time.Duration(rng.ExpFloat64() / rate(at) * float64(time.Second))
+	}
+	return c, first
+}
+
+// The burst detector's false alarms are set per second, not per tick or
+// per arrival: burstFalseAlarms, one an hour, whatever the rate. Measured
+// on constant-rate Poisson arrivals at 5, 50 and 500 per second for
+// simulated hours: at most twice the stated rate in total (the bound is
+// Lorden's; the reference rate is itself an estimate).
+func TestBurstFalseAlarmsPerSecondOnConstantRates(t *testing.T) {
+	hours := 2.0
+	if testing.Short() {
+		hours = 1
+	}
+	for _, rate := range []float64{5, 50, 500} {
+		d := time.Duration(hours / math.Sqrt(rate/5) * float64(time.Hour))
+		c, _ := poissonRun(t, uint64(rate), d, func(time.Duration) float64 { return rate })
+		perSecond := float64(c.burst.alarms) / d.Seconds()
+		t.Logf("rate %v/s for %v: %d alarms, %.2g per second (stated %.2g)", rate, d, c.burst.alarms, perSecond, burstFalseAlarms)
+		if perSecond > 2*burstFalseAlarms+3/d.Seconds() {
+			t.Errorf("rate %v/s: %d false alarms in %v, %.2g per second, want at most about %.2g", rate, c.burst.alarms, d, perSecond, burstFalseAlarms)
+		}
+	}
+}
+
+// A real burst is caught on arrival: a rate that triples is signalled
+// within a second, long before the next window, and the target grows by
+// the excess load.
+func TestBurstDetectedOnArrival(t *testing.T) {
+	step := 5 * time.Minute
+	c, first := poissonRun(t, 3, step+10*time.Second, func(at time.Duration) float64 {
+		if at >= step {
+			return 60
+		}
+		return 20
+	})
+	if first < step || first > step+time.Second {
+		t.Fatalf("rate 20/s -> 60/s at %v: first alarm at %v, want within a second of the step", step, first)
+	}
+	if c.burst.excess < 20 {
+		t.Errorf("excess rate after the step %.1f/s, want about 40", c.burst.excess)
+	}
+}
