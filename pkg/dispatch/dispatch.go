@@ -120,7 +120,13 @@ type Dispatcher struct {
 	// against Capacity.
 	live int
 	// byID finds an instance from a backend event.
-	byID   map[string]*instance
+	byID map[string]*instance
+	// early keeps, on a replica that does not decide, the instances its
+	// backend reported for a function not registered yet, by function
+	// and ID: Deploy reports the endpoints already there, and their
+	// reports may arrive before register names the function, which then
+	// adopts them (events.go, lockedKeepEarly).
+	early  map[string]map[string]backend.Instance
 	closed bool
 	stats  Stats
 	// seq numbers instance events in order (instance.created, freedSeq).
@@ -151,7 +157,7 @@ func New(cfg Config, be backend.Backend) (*Dispatcher, error) {
 		return nil, fmt.Errorf("capacity %d must not be negative", cfg.Capacity)
 	}
 	d := &Dispatcher{cfg: cfg, be: be, epoch: cfg.Now(), fns: map[string]*function{},
-		apps: map[string]*group{}, byID: map[string]*instance{}, peers: cfg.Peers}
+		apps: map[string]*group{}, byID: map[string]*instance{}, early: map[string]map[string]backend.Instance{}, peers: cfg.Peers}
 	d.published.Store(&catalog{})
 	d.ctx, d.endChecks = context.WithCancel(context.Background())
 	be.Attach(events{d})

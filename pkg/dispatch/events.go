@@ -4,6 +4,7 @@ package dispatch
 // gone.
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -71,7 +72,11 @@ func (d *Dispatcher) lockedUnbind(fn *function) {
 // backend reports: the replica that decides started it, and says how many
 // of its slots this one may use.
 func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.Time) {
-	if fn == nil || d.closed || d.byID[inst.ID] != nil {
+	if d.closed || d.byID[inst.ID] != nil {
+		return
+	}
+	if fn == nil {
+		d.lockedKeepEarly(inst)
 		return
 	}
 	d.lockedAdvance(now)
@@ -83,6 +88,42 @@ func (d *Dispatcher) lockedAdopt(fn *function, inst backend.Instance, now time.T
 	fn.ready = append(fn.ready, in)
 	d.byID[inst.ID] = in
 	d.lockedFeed(in, now)
+}
+
+// maxEarly bounds the instances kept for functions not registered yet.
+const maxEarly = 4096
+
+// lockedKeepEarly keeps an instance reported before its function was
+// registered. The backend reports each instance once, so dropping it
+// would leave this replica without it for good: every request it takes
+// for the function would wait in its queue with no instance to run on.
+func (d *Dispatcher) lockedKeepEarly(inst backend.Instance) {
+	n := 0
+	for _, m := range d.early {
+		n += len(m)
+	}
+	if n >= maxEarly {
+		d.cfg.Logger.Warn("instance reported for a function not registered; too many such, not kept",
+			"function", inst.Function, "instance", inst.ID, "kept", n)
+		return
+	}
+	m := d.early[inst.Function]
+	if m == nil {
+		m = map[string]backend.Instance{}
+		d.early[inst.Function] = m
+	}
+	m[inst.ID] = inst
+}
+
+// lockedAdoptEarly adopts the instances reported for fn before it was
+// registered, in ID order.
+func (d *Dispatcher) lockedAdoptEarly(fn *function, now time.Time) {
+	ref := fn.decl.Ref()
+	m := d.early[ref]
+	delete(d.early, ref)
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		d.lockedAdopt(fn, m[id], now)
+	}
 }
 
 func (e events) Failed(function string, err error) {
@@ -113,6 +154,12 @@ func (e events) Exited(inst backend.Instance, err error) {
 	defer d.mu.Unlock()
 	in, ok := d.byID[inst.ID]
 	if !ok {
+		if m := d.early[inst.Function]; m != nil {
+			delete(m, inst.ID)
+			if len(m) == 0 {
+				delete(d.early, inst.Function)
+			}
+		}
 		return
 	}
 	delete(d.byID, inst.ID)

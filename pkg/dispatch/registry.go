@@ -55,6 +55,9 @@ func (d *Dispatcher) deploy(ctx context.Context, f stack.Function) error {
 		// deploy of the same name that won a race; its backend deployment
 		// is the winner's, and stays.
 		err = errors.Join(err, d.be.Undeploy(ctx, f.Ref()))
+		d.mu.Lock()
+		delete(d.early, f.Ref())
+		d.mu.Unlock()
 	}
 	return err
 }
@@ -95,6 +98,9 @@ func (d *Dispatcher) register(f stack.Function) error {
 	}
 	d.fns[f.Ref()] = fn
 	d.lockedJoin(g)
+	if !d.closed {
+		d.lockedAdoptEarly(fn, d.cfg.Now())
+	}
 	d.lockedPublish()
 	return nil
 }

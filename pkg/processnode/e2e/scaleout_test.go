@@ -96,6 +96,14 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.stopGateways(t) })
+	// On failure, name every gateway pod seen with its IP and show the end
+	// of its log, so a lost request says which replica held it.
+	pods := e.watchGatewayPods(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			pods.report(t, e, gwPort)
+		}
+	})
 	e2etest.Eventually(t, "two ready gateway replicas and a leader", func(ctx context.Context) (bool, error) {
 		eps, err := e.readyEndpoints(ctx, "gateway")
 		return len(eps) == 2 && e.leader(ctx) != "", err
@@ -203,11 +211,11 @@ func TestScaledOutGatewayTwoReplicas(t *testing.T) {
 		t.Error(err)
 	}
 	// The shipped Role grants every call a replica made.
-	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
+	podList, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range pods.Items {
+	for _, p := range podList.Items {
 		logs, err := e.kube.CoreV1().Pods(e.ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil {
 			t.Errorf("logs of %s: %v", p.Name, err)
@@ -340,6 +348,77 @@ func (e *env) stopGateways(t *testing.T) {
 		pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
 		return err == nil && len(pods.Items) == 0, nil
 	})
+}
+
+// gatewayPods records every gateway pod seen, with its IP and its log
+// while it could still be read.
+type gatewayPods struct {
+	mu   sync.Mutex
+	ip   map[string]string
+	logs map[string][]byte
+}
+
+// watchGatewayPods polls the gateway pods until the test ends, keeping
+// each pod's IP and latest log (a deleted pod's log goes with it).
+func (e *env) watchGatewayPods(t *testing.T) *gatewayPods {
+	g := &gatewayPods{ip: map[string]string{}, logs: map[string][]byte{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			g.poll(ctx, e)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return g
+}
+
+func (g *gatewayPods) poll(ctx context.Context, e *env) {
+	pods, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		logs, _ := e.kube.CoreV1().Pods(e.ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		g.mu.Lock()
+		if p.Status.PodIP != "" {
+			g.ip[p.Name] = p.Status.PodIP
+		}
+		if len(logs) > 0 {
+			g.logs[p.Name] = logs
+		}
+		g.mu.Unlock()
+	}
+}
+
+// report logs each pod's name, IP, what it says of the function echo
+// (instances, queue) if it still answers, and the last lines of its log.
+func (g *gatewayPods) report(t *testing.T, e *env, port int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g.poll(ctx, e)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name, ip := range g.ip {
+		lines := strings.Split(strings.TrimRight(string(g.logs[name]), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		status := "no answer"
+		c := &http.Client{Timeout: 2 * time.Second}
+		if resp, err := c.Get(fmt.Sprintf("http://%s/system/function/echo", net.JoinHostPort(ip, strconv.Itoa(int(port))))); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			status = string(b)
+		}
+		t.Logf("gateway pod %s at %s says of echo: %s\nlast log lines:\n%s", name, ip, status, strings.Join(lines, "\n"))
+	}
 }
 
 // callInflight POSTs body and returns the instance's X-Inflight.
