@@ -49,7 +49,12 @@ func TestServeThroughKubernetes(t *testing.T) {
 	f := stack.Function{Name: "echo", Command: program, Image: "example.invalid/echo:1",
 		Env:         map[string]string{instanceEnv: "1", "SLEEP": "200ms"},
 		Criticality: 80, MinScale: 1, MaxScale: 4, Concurrency: 1,
-		SLO: 300 * time.Millisecond, Timeout: 10 * time.Second}
+		SLO: 300 * time.Millisecond, Timeout: 10 * time.Second,
+		// The policy sizes for the SLO target as if arrivals were
+		// Poisson: at 99.9% a 100 ms slack on 200 ms executions keeps
+		// three instances for any trickle, so the scale-down below
+		// could never reach one. 90% lets one serve the trickle.
+		SLOTarget: 90}
 	f.Defaults()
 	srv, err := gateway.Start(ctx, gateway.ServerConfig{Addr: "127.0.0.1:0", Backend: be,
 		Stack:    &stack.Stack{Functions: []stack.Function{f}},
@@ -194,16 +199,18 @@ func TestServeThroughKubernetes(t *testing.T) {
 	// The gateway's own retry on another instance is what hides the kill.
 	t.Logf("gateway metrics: %s", metricLines(t, srv.URL()+"/metrics", "gantry_instance_retries_total", "gantry_request_failures_total"))
 
-	// Scale down: idle for the idle timeout, back to the minimum. The
-	// gantry policy holds its panic mode for 20 s after a burst, so this
-	// takes about that long.
-	// A trickle of requests (one every 500 ms) runs through it: the
-	// instances being stopped must not lose one.
+	// Scale down: idle instances are retired by idle age, back to the
+	// minimum. A trickle of requests (one every 2 s) runs through it:
+	// the instances being stopped must not lose one.
 	idle := time.Now()
 	var trickleSent, trickleFailed atomic.Int64
 	stopTrickle := make(chan struct{})
+	endTrickle := sync.OnceFunc(func() { close(stopTrickle); wg.Wait() })
+	// Before the gateway's shutdown (cleanups run last first): a failed
+	// wait must not leave the trickle logging after the test.
+	t.Cleanup(endTrickle)
 	wg.Go(func() {
-		tick := time.NewTicker(500 * time.Millisecond)
+		tick := time.NewTicker(2 * time.Second)
 		defer tick.Stop()
 		for i := 0; ; i++ {
 			select {
@@ -228,8 +235,7 @@ func TestServeThroughKubernetes(t *testing.T) {
 		pods, err := e.readyPods(ctx, kube.LabelFunction+"=echo")
 		return r == 1 && len(pods) == 1, err
 	})
-	close(stopTrickle)
-	wg.Wait()
+	endTrickle()
 	t.Logf("scale-down: back to one pod %v after the load stopped; %d requests during it, %d failed",
 		time.Since(idle).Round(time.Millisecond), trickleSent.Load(), trickleFailed.Load())
 	if code, body, err := call(url, "after"); err != nil || code != http.StatusOK {
