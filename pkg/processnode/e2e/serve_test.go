@@ -52,7 +52,7 @@ func TestServeThroughKubernetes(t *testing.T) {
 		SLO: 300 * time.Millisecond, Timeout: 10 * time.Second}
 	f.Defaults()
 	srv, err := gateway.Start(ctx, gateway.ServerConfig{Addr: "127.0.0.1:0", Backend: be,
-		Stack:    &stack.Stack{Functions: []stack.Function{f}},
+		Stack: &stack.Stack{Functions: []stack.Function{f}},
 		// The Kubernetes backend's mechanics are under test, with the
 		// rules whose scale-down this test's timing was set for: gantry's
 		// SLO sizing keeps instances for a trickle that these retire
