@@ -111,7 +111,12 @@ func (s *functionStore) remove(name string) error {
 	if s == nil {
 		return nil
 	}
-	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	return removeStored(s.path(name))
+}
+
+// removeStored removes a stored record; one already gone is removed.
+func removeStored(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

@@ -8,7 +8,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -57,10 +56,7 @@ func (s *recordDir) remove(name string) error {
 	if s == nil {
 		return nil
 	}
-	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return removeStored(s.path(name))
 }
 
 // each decodes every record into a fresh T and hands it to fn with its
