@@ -1,9 +1,11 @@
 package knativeingress
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -358,4 +360,35 @@ func TestIngressUpdatesDropNoRequest(t *testing.T) {
 		t.Errorf("%d of %d requests failed during 12 updates; first: %s", failed.Load(), sent.Load(), firstErr)
 	}
 	t.Logf("%d requests during 12 updates", sent.Load())
+}
+
+// TestIngressPassesUpgradesThrough: an HTTP/1.1 Upgrade (as websockets
+// use) reaches the backend, and the connection then carries both ways.
+func TestIngressPassesUpgradesThrough(t *testing.T) {
+	e := setup(t)
+	s := e.startIngress(t, time.Minute)
+	e.create(t, "upgrade", Class, Spec{Rules: []Rule{rule("", []string{e.host("ws")}, Path{Splits: []Split{to("b", 0, nil)}})}})
+	e.waitReady(t, "upgrade")
+	conn, err := net.DialTimeout("tcp", s.ExternalAddr(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", e.host("ws"), upgradeProto)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("status %d, want 101", resp.StatusCode)
+	}
+	for _, msg := range []string{"one", "two"} {
+		fmt.Fprintf(conn, "%s\n", msg)
+		line, err := br.ReadString('\n')
+		if err != nil || line != "b:"+msg+"\n" {
+			t.Fatalf("echo of %q: %q, %v; want b:%s", msg, line, err, msg)
+		}
+	}
 }

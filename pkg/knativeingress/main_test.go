@@ -78,6 +78,10 @@ func backendMain() int {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ready", func(http.ResponseWriter, *http.Request) {})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == upgradeProto {
+			echoUpgraded(w)
+			return
+		}
 		before, _ := time.ParseDuration(r.URL.Query().Get("before"))
 		after, _ := time.ParseDuration(r.URL.Query().Get("after"))
 		time.Sleep(before)
@@ -99,6 +103,28 @@ func backendMain() int {
 	fmt.Println("serving on", ln.Addr())
 	_ = srv.Serve(ln)
 	return 0
+}
+
+// upgradeProto is the protocol a backend switches to on request: it
+// then echoes every line, prefixed with its name.
+const upgradeProto = "kni-echo"
+
+func echoUpgraded(w http.ResponseWriter) {
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + upgradeProto + "\r\nConnection: Upgrade\r\n\r\n")
+	_ = rw.Flush()
+	for {
+		line, err := rw.ReadString('\n')
+		if err != nil {
+			return
+		}
+		_, _ = rw.WriteString(os.Getenv("NAME") + ":" + line)
+		_ = rw.Flush()
+	}
 }
 
 // env is a test's view of the shared cluster, with the backends running.
