@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 	port = int32(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
 	os.Exit(localcluster.RunMain(m, localcluster.Options{ProcessNodes: 1, Scheduler: true, ControllerManager: true,
-		Programs: map[string]string{backendProgram: self}}))
+		Programs: map[string]string{backendProgram: self}, Images: conformanceImages()}))
 }
 
 // echo is what a backend answers: who it is and what it got.
