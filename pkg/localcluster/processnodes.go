@@ -37,13 +37,17 @@ func (o Options) validateProcessNodes() error {
 	return nil
 }
 
-// controllers are the controller manager's controllers: the EndpointSlice
-// controller too when process nodes run, since their pods serve traffic.
+// controllers are the controller manager's controllers: the endpoint
+// controllers too when process nodes run, since their pods serve traffic:
+// EndpointSlices of Services with selectors, the Endpoints objects that
+// Knative's serverless services and its ingress conformance suite read,
+// and EndpointSlices mirrored from Endpoints that Knative writes for its
+// selector-less public Services (which Gantry's Knative ingress reads).
 func (c *Cluster) controllers() []string {
 	if c.opts.ProcessNodes == 0 {
 		return controllers
 	}
-	return append(slices.Clone(controllers), "endpointslice-controller")
+	return append(slices.Clone(controllers), "endpointslice-controller", "endpoints-controller", "endpointslice-mirroring-controller")
 }
 
 // writeKubeletClientCert writes the certificate the API server presents to
