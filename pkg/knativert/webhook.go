@@ -197,4 +197,3 @@ func (w *Webhook) deploymentPatch(ctx context.Context, req *admissionv1.Admissio
 func escapePointer(s string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
-
