@@ -144,6 +144,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.dynInf.Shutdown()
 	defer c.depInf.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return fmt.Errorf("knativert: caches did not sync: %w", context.Cause(ctx))
 	}
 	done := make(chan struct{})
