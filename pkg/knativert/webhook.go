@@ -145,8 +145,8 @@ func (w *Webhook) critical(ctx context.Context, ns string, refs []metav1.OwnerRe
 // watch event: no loop.
 func (w *Webhook) podAutoscalerPatch(ctx context.Context, req *admissionv1.AdmissionRequest) ([]jsonPatchOp, error) {
 	pa := &unstructured.Unstructured{}
-	if err := pa.UnmarshalJSON(req.Object.Raw); err != nil {
-		return nil, fmt.Errorf("decode PodAutoscaler: %w", err)
+	if err := json.Unmarshal(req.Object.Raw, &pa.Object); err != nil || pa.Object == nil {
+		return nil, fmt.Errorf("decode PodAutoscaler: %v", err)
 	}
 	rev, critical, err := w.critical(ctx, req.Namespace, pa.GetOwnerReferences())
 	if err != nil || !critical {
