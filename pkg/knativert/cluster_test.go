@@ -355,3 +355,5 @@ func (e *env) revisionPods(ctx context.Context, rev string, rtUID types.UID) (in
 func unstructuredSet(u *unstructured.Unstructured, value any, fields ...string) error {
 	return unstructured.SetNestedField(u.Object, value, fields...)
 }
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

@@ -211,23 +211,21 @@ func metaOf(o any) (metav1.Object, error) {
 	return nil, fmt.Errorf("unexpected %T", o)
 }
 
-// getRevision reads a Revision from the cache, else from the apiserver:
-// the webhook sees a Revision's Deployment and PodAutoscaler moments after
-// the Revision is created, possibly before the watch has delivered it.
+// getRevision reads a Revision from the apiserver, not the cache: the
+// webhook decides on the Revision as it is now. Knative writes a
+// PodAutoscaler after its own cache has seen a Revision's change, and a
+// lagging cache here would undo that decision (a Revision just annotated
+// would keep its Deployment as target, one just un-annotated its
+// RTResource). Knative writes a Revision's PodAutoscaler and Deployment
+// rarely (on a change of the Revision, its Deployment or its config), so
+// one read per admission is cheap.
 func (c *Controller) getRevision(ctx context.Context, ns, name string) (revisionInfo, bool, error) {
-	obj, err := c.revs.ByNamespace(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		obj, err = c.dyn.Resource(RevisionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	}
+	u, err := c.dyn.Resource(RevisionGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return revisionInfo{}, false, nil
 	}
 	if err != nil {
 		return revisionInfo{}, false, err
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return revisionInfo{}, false, fmt.Errorf("unexpected %T", obj)
 	}
 	return revisionInfo{UID: string(u.GetUID()), APIVersion: u.GetAPIVersion(), Annotations: u.GetAnnotations()}, true, nil
 }
@@ -263,11 +261,19 @@ func (c *Controller) reconcile(ctx context.Context, k string) error {
 		}
 		return nil
 	}
-	paNamesRT := c.paNamesRT(ns, name, rev.UID)
+	pa, paNamesRT := c.pa(ns, name, rev.UID)
+	dep, err := c.deployment(ns, rev.UID)
+	if err != nil {
+		return err
+	}
 	if !Critical(rev.Annotations) {
+		if paNamesRT && dep != nil {
+			// Knative turns it back on its next update of the PodAutoscaler;
+			// this does the same at once, so the two never disagree for long.
+			return c.retarget(ctx, pa, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": dep.Name})
+		}
 		// Keep the RTResource until the PodAutoscaler has turned back to the
-		// Deployment (Knative does that on its next update of the PA), so
-		// the KPA never scales a target that is gone.
+		// Deployment, so the KPA never scales a target that is gone.
 		if rt != nil && !paNamesRT {
 			err := c.dyn.Resource(RTResourceGVR).Namespace(ns).Delete(ctx, rt.Name,
 				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &rt.UID}})
@@ -279,9 +285,8 @@ func (c *Controller) reconcile(ctx context.Context, k string) error {
 		}
 		return nil
 	}
-	dep, err := c.deployment(ns, rev.UID)
-	if err != nil || dep == nil {
-		return err // no Deployment yet: its add event brings the key back
+	if dep == nil {
+		return nil // no Deployment yet: its add event brings the key back
 	}
 	want := desiredRT(rev, dep)
 	if rt == nil {
@@ -297,6 +302,12 @@ func (c *Controller) reconcile(ctx context.Context, k string) error {
 			return err
 		}
 		return nil // the update's event brings the key back for the hand-over
+	}
+	if pa != nil && !paNamesRT {
+		// The webhook turns every write of the PodAutoscaler to the
+		// RTResource, but a Revision annotated after its PodAutoscaler was
+		// written waits for Knative's next write; this is that write.
+		return c.retarget(ctx, pa, ScaleTargetRef(name))
 	}
 	return c.handOver(ctx, dep, rt, paNamesRT)
 }
@@ -374,18 +385,37 @@ func (c *Controller) deployment(ns string, uid types.UID) (*appsv1.Deployment, e
 	return nil, nil
 }
 
-// paNamesRT reports whether the Revision's PodAutoscaler (named as the
-// Revision, as Knative names it) targets the RTResource.
-func (c *Controller) paNamesRT(ns, name string, uid types.UID) bool {
+// pa returns the Revision's PodAutoscaler (named as the Revision, as
+// Knative names it, and controlled by it), nil if there is none, and
+// whether it targets the RTResource.
+func (c *Controller) pa(ns, name string, uid types.UID) (*unstructured.Unstructured, bool) {
 	obj, err := c.pas.ByNamespace(ns).Get(name)
 	if err != nil {
-		return false
+		return nil, false
 	}
 	pa := obj.(*unstructured.Unstructured)
 	if _, owner := revisionOwner(pa.GetOwnerReferences()); owner != string(uid) {
-		return false
+		return nil, false
 	}
 	ref, _, _ := unstructured.NestedStringMap(pa.Object, "spec", "scaleTargetRef")
 	gv, _ := schema.ParseGroupVersion(ref["apiVersion"])
-	return gv.Group == gantryv1.GroupName && ref["kind"] == rtKind && ref["name"] == RTName(name)
+	return pa, gv.Group == gantryv1.GroupName && ref["kind"] == rtKind && ref["name"] == RTName(name)
+}
+
+// retarget writes the PodAutoscaler's scaleTargetRef; the write passes the
+// webhook, which agrees with it. A conflict means the PodAutoscaler moved
+// on: its event brings the key back.
+func (c *Controller) retarget(ctx context.Context, pa *unstructured.Unstructured, ref map[string]any) error {
+	pa = pa.DeepCopy()
+	if err := unstructured.SetNestedField(pa.Object, ref, "spec", "scaleTargetRef"); err != nil {
+		return err
+	}
+	_, err := c.dyn.Resource(PodAutoscalerGVR).Namespace(pa.GetNamespace()).Update(ctx, pa, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("point PodAutoscaler %s/%s at %s %s: %w", pa.GetNamespace(), pa.GetName(), ref["kind"], ref["name"], err)
+	}
+	return nil
 }
