@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -163,14 +164,24 @@ func TestRevisionWithoutTheAnnotationIsLeftToKnative(t *testing.T) {
 }
 
 // checkDeploymentAtZero checks a critical Revision's Deployment still asks
-// for no pods and has none.
+// for no pods and has none, and that the Deployment controller reports it
+// Progressing=True, which Knative turns into the Revision's
+// ResourcesAvailable=True (serving.TransformDeploymentStatus).
 func (e *env) checkDeploymentAtZero(t *testing.T, name string) {
 	t.Helper()
 	var d *appsv1.Deployment
-	e2etest.Eventually(t, "the Deployment controller to observe "+name, func(ctx context.Context) (bool, error) {
+	e2etest.Eventually(t, "the Deployment controller to report "+name+" Progressing", func(ctx context.Context) (bool, error) {
 		var err error
 		d, err = e.kube.AppsV1().Deployments(e.ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && d.Status.ObservedGeneration == d.Generation, err
+		if err != nil || d.Status.ObservedGeneration != d.Generation {
+			return false, err
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	if ptr.Deref(d.Spec.Replicas, -1) != 0 || d.Status.Replicas != 0 {
 		t.Errorf("Deployment %s has spec.replicas %d and status.replicas %d, want 0 and 0", name, ptr.Deref(d.Spec.Replicas, -1), d.Status.Replicas)
