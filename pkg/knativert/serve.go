@@ -77,15 +77,25 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cert tls.Certif
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A review takes milliseconds; the apiserver's kept-alive HTTP/2
+		// connection takes about a second to close after GOAWAY, longer
+		// than a stop may (a second in all), so it is cut after a short grace.
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
 		err := srv.Shutdown(sctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = srv.Close()
+		}
 		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
 			err = errors.Join(err, serr)
 		}
 		return err
 	}
 }
+
+// shutdownGrace is how long a stopping webhook lets requests in flight
+// finish.
+const shutdownGrace = 300 * time.Millisecond
 
 // Certificate returns the serving certificate and the CA that the
 // webhook configuration's caBundle needs: a generated one's, or CertDir's
