@@ -2,12 +2,15 @@ package knativert
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -186,4 +189,34 @@ func (e *env) checkDeploymentAtZero(t *testing.T, name string) {
 	if ptr.Deref(d.Spec.Replicas, -1) != 0 || d.Status.Replicas != 0 {
 		t.Errorf("Deployment %s has spec.replicas %d and status.replicas %d, want 0 and 0", name, ptr.Deref(d.Spec.Replicas, -1), d.Status.Replicas)
 	}
+}
+
+// An RTResource of the Revision's name that is someone else's is never
+// handed to the KPA: the PodAutoscaler is refused with the reason, which
+// Knative shows on the Revision.
+func TestPodAutoscalerIsRefusedForSomeoneElsesRTResource(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	other := desiredRT(revisionRef{Namespace: e.ns, Name: "taken-00001", UID: "not-a-revision", APIVersion: "serving.knative.dev/v1"}, testDeployment())
+	other.OwnerReferences = nil
+	other.Spec.Selector.MatchLabels = map[string]gantryv1.LabelValue{RevisionUIDLabel: "rev-uid"}
+	other.Spec.Replicas = ptr.To[int32](0)
+	if err := e.createTyped(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	rev := e.revision(t, "taken-00001", map[string]string{gantryv1.CriticalityAnnotation: "1"})
+	_, err := e.dyn.Resource(PodAutoscalerGVR).Namespace(e.ns).Create(ctx, knativePA(rev), metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "is not controlled by Revision taken-00001") {
+		t.Fatalf("PodAutoscaler create: %v, want a refusal naming the foreign RTResource", err)
+	}
+}
+
+func (e *env) createTyped(ctx context.Context, rt *gantryv1.RTResource) error {
+	rt.Namespace = e.ns
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rt)
+	if err != nil {
+		return err
+	}
+	_, err = e.dyn.Resource(RTResourceGVR).Namespace(e.ns).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	return err
 }

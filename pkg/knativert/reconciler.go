@@ -130,7 +130,7 @@ func New(opts Options) (*Controller, error) {
 
 // Webhook is the admission handler; serve it at WebhookPath over TLS.
 func (c *Controller) Webhook() http.Handler {
-	return &Webhook{revisions: c.getRevision, log: c.opts.Logger}
+	return &Webhook{revisions: c.getRevision, rtOwner: c.getRTOwner, log: c.opts.Logger}
 }
 
 // Run reconciles until ctx ends. The webhook may serve before Run has
@@ -228,6 +228,22 @@ func (c *Controller) getRevision(ctx context.Context, ns, name string) (revision
 		return revisionInfo{}, false, err
 	}
 	return revisionInfo{UID: string(u.GetUID()), APIVersion: u.GetAPIVersion(), Annotations: u.GetAnnotations()}, true, nil
+}
+
+// getRTOwner reads an RTResource's controller from the apiserver, for the
+// webhook, for the same reason as getRevision.
+func (c *Controller) getRTOwner(ctx context.Context, ns, name string) (string, bool, error) {
+	u, err := c.dyn.Resource(RTResourceGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if ref := metav1.GetControllerOf(u); ref != nil {
+		return string(ref.UID), true, nil
+	}
+	return "", true, nil
 }
 
 // reconcile brings one Revision's RTResource where it should be.

@@ -35,6 +35,10 @@ type revisionInfo struct {
 // revisionGetter finds a Revision; found is false if it does not exist.
 type revisionGetter func(ctx context.Context, ns, name string) (info revisionInfo, found bool, err error)
 
+// ownerGetter returns the UID of the controller of an RTResource ("" for
+// none); found is false if there is no such RTResource.
+type ownerGetter func(ctx context.Context, ns, name string) (controllerUID string, found bool, err error)
+
 // Webhook mutates the PodAutoscalers and Deployments Knative creates for
 // critical Revisions. It never rejects an object for what it is; it
 // refuses one only when it cannot tell whether the Revision is critical
@@ -42,6 +46,7 @@ type revisionGetter func(ctx context.Context, ns, name string) (info revisionInf
 // served by a Deployment by accident. Knative retries the create.
 type Webhook struct {
 	revisions revisionGetter
+	rtOwner   ownerGetter
 	log       *slog.Logger
 }
 
@@ -151,6 +156,18 @@ func (w *Webhook) podAutoscalerPatch(ctx context.Context, req *admissionv1.Admis
 	rev, critical, err := w.critical(ctx, req.Namespace, pa.GetOwnerReferences())
 	if err != nil || !critical {
 		return nil, err
+	}
+	// Never point the KPA at someone else's RTResource of the same name:
+	// it would scale that one. Refused, the PodAutoscaler's create fails
+	// and Knative shows the reason on the Revision.
+	_, revUID := revisionOwner(pa.GetOwnerReferences())
+	owner, found, err := w.rtOwner(ctx, req.Namespace, RTName(rev))
+	if err != nil {
+		return nil, fmt.Errorf("read RTResource %s/%s: %w", req.Namespace, RTName(rev), err)
+	}
+	if found && owner != revUID {
+		return nil, fmt.Errorf("RTResource %s/%s exists and is not controlled by Revision %s; delete or rename it to let the Revision be served by an RTResource",
+			req.Namespace, RTName(rev), rev)
 	}
 	if _, ok := pa.Object["spec"].(map[string]any); !ok {
 		return nil, nil // Knative's own validation refuses it

@@ -52,6 +52,14 @@ func review(t *testing.T, resource, op string, obj map[string]any) []byte {
 	return body
 }
 
+// rts is a table of RTResources' controller UIDs.
+func rts(table map[string]string) ownerGetter {
+	return func(_ context.Context, ns, name string) (string, bool, error) {
+		uid, ok := table[ns+"/"+name]
+		return uid, ok, nil
+	}
+}
+
 func post(t *testing.T, h http.Handler, body []byte, contentType string) (*http.Response, *admissionv1.AdmissionResponse) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, WebhookPath, bytes.NewReader(body))
@@ -74,7 +82,7 @@ func owned(uid string) []any {
 }
 
 func TestWebhookRefusesMalformedRequests(t *testing.T) {
-	w := &Webhook{revisions: revisions(nil, nil), log: slog.New(slog.DiscardHandler)}
+	w := &Webhook{revisions: revisions(nil, nil), rtOwner: rts(nil), log: slog.New(slog.DiscardHandler)}
 	for name, c := range map[string]struct {
 		method, ctype string
 		body          []byte
@@ -108,22 +116,24 @@ func TestWebhookDecisions(t *testing.T) {
 	rt := map[string]any{"apiVersion": "gantry.dev/v1alpha1", "kind": "RTResource", "name": "fn"}
 	for name, c := range map[string]struct {
 		revs    map[string]revisionInfo
+		rts     map[string]string
 		lookErr error
 		body    []byte
 		allowed bool
 		patch   string
 	}{
-		"malformed criticality still critical": {critical, nil, review(t, "podautoscalers", "CREATE", pa("u1", map[string]any{"kind": "Deployment"})), true,
+		"malformed criticality still critical": {critical, nil, nil, review(t, "podautoscalers", "CREATE", pa("u1", map[string]any{"kind": "Deployment"})), true,
 			`[{"op":"add","path":"/spec/scaleTargetRef","value":{"apiVersion":"gantry.dev/v1alpha1","kind":"RTResource","name":"fn"}}]`},
-		"already the RTResource":          {critical, nil, review(t, "podautoscalers", "UPDATE", pa("u1", rt)), true, ""},
-		"another incarnation of the name": {critical, nil, review(t, "podautoscalers", "CREATE", pa("u0", map[string]any{"kind": "Deployment"})), true, ""},
-		"Revision gone":                   {nil, nil, review(t, "podautoscalers", "CREATE", pa("u1", map[string]any{"kind": "Deployment"})), true, ""},
-		"Revision unreadable":             {nil, errors.New("etcd down"), review(t, "podautoscalers", "CREATE", pa("u1", nil)), false, ""},
-		"Deployment with annotations": {critical, nil, review(t, "deployments", "CREATE", dep), true,
+		"already the RTResource":          {critical, map[string]string{"ns/fn": "u1"}, nil, review(t, "podautoscalers", "UPDATE", pa("u1", rt)), true, ""},
+		"another incarnation of the name": {critical, nil, nil, review(t, "podautoscalers", "CREATE", pa("u0", map[string]any{"kind": "Deployment"})), true, ""},
+		"Revision gone":                   {nil, nil, nil, review(t, "podautoscalers", "CREATE", pa("u1", map[string]any{"kind": "Deployment"})), true, ""},
+		"Revision unreadable":             {nil, nil, errors.New("etcd down"), review(t, "podautoscalers", "CREATE", pa("u1", nil)), false, ""},
+		"someone else's RTResource":       {critical, map[string]string{"ns/fn": "other"}, nil, review(t, "podautoscalers", "CREATE", pa("u1", nil)), false, ""},
+		"Deployment with annotations": {critical, nil, nil, review(t, "deployments", "CREATE", dep), true,
 			`[{"op":"add","path":"/spec/replicas","value":0},{"op":"add","path":"/metadata/annotations/gantry.dev~1knative-initial-replicas","value":"3"}]`},
-		"Deployment update": {critical, nil, review(t, "deployments", "UPDATE", dep), true, ""},
+		"Deployment update": {critical, nil, nil, review(t, "deployments", "UPDATE", dep), true, ""},
 	} {
-		w := &Webhook{revisions: revisions(c.revs, c.lookErr), log: slog.New(slog.DiscardHandler)}
+		w := &Webhook{revisions: revisions(c.revs, c.lookErr), rtOwner: rts(c.rts), log: slog.New(slog.DiscardHandler)}
 		_, resp := post(t, w, c.body, "application/json")
 		if resp == nil {
 			t.Fatalf("%s: no AdmissionResponse", name)
@@ -131,7 +141,7 @@ func TestWebhookDecisions(t *testing.T) {
 		if resp.UID != "req-1" || resp.Allowed != c.allowed || string(resp.Patch) != c.patch {
 			t.Errorf("%s: uid %s allowed %v patch %s, want req-1 %v %s", name, resp.UID, resp.Allowed, resp.Patch, c.allowed, c.patch)
 		}
-		if !c.allowed && (resp.Result == nil || !strings.Contains(resp.Result.Message, "etcd down")) {
+		if !c.allowed && (resp.Result == nil || !strings.Contains(resp.Result.Message, "etcd down") && !strings.Contains(resp.Result.Message, "not controlled by Revision fn")) {
 			t.Errorf("%s: refusal %+v does not say why", name, resp.Result)
 		}
 	}
