@@ -170,7 +170,7 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 	if m <= 0 {
 		m = c.meanExec(f) / float64(time.Second)
 	}
-	if ex := c.burst.excessNow(); ex > 0 {
+	if ex := c.burst.excessNow(now); ex > 0 {
 		target += int(math.Ceil(ex * m))
 	}
 	if slo := fs.spec.SLO; v.Queued > 0 && v.MaxWait > slo {
