@@ -17,9 +17,13 @@ import (
 //     alarms on the reference rate, which is e^h/λ seconds; h =
 //     ln(λ/burstFalseAlarms) fixes the false alarms per second, whatever
 //     the rate and however often the driver ticks. At an alarm the excess
-//     rate is the CUSUM run's arrivals over its span less λ, and the
-//     target grows by that excess times the mean execution time (the
-//     extra offered load), held for one window.
+//     rate is the CUSUM run's arrivals over its span less λ. At once, on
+//     the arrival that raised the alarm, every function is sized again
+//     by the M/G/n rule (sizing.go) for the rate plus that excess, and
+//     the head function starts what it lacks then rather than at the
+//     next tick; the raised targets hold for one window. The excess adds
+//     to the rate, not a factor on the target: the sizing's headroom is
+//     not scaled by the burst.
 //   - Warm buffer. A rise faster than a cold start cannot be met by
 //     starting containers once it is seen. The arrivals are counted in
 //     spans of one cold start; each span's rate minus the previous one's,
@@ -74,6 +78,8 @@ type burstState struct {
 	excess      float64
 	excessUntil time.Time
 	alarms      int64
+	// fired is set by an alarm until Arrive acts on it (burstResize).
+	fired bool
 	// Rise spans: arrivals in the current span, its start, the previous
 	// span's rate.
 	spanAt   time.Time
@@ -134,7 +140,28 @@ func (c *core) burstArrive(now time.Time) {
 		}
 		b.alarms++
 		b.s = 0
+		b.fired = true
 	}
+}
+
+// burstResize sizes every function for the predicted rate plus the
+// alarm's excess (burstTarget, in force while the excess is) and returns
+// what function fn lacks of it now, when an alarm has just fired.
+func (c *core) burstResize(now time.Time, fn int, n Counts) int {
+	if !c.burst.fired {
+		return 0
+	}
+	c.burst.fired = false
+	if !c.targetOK {
+		return 0
+	}
+	r := c.rate + c.warmBuffer() + c.predictionMargin(c.rate) + c.burst.excessNow(now)
+	for f := range c.fns {
+		if k, ok := c.sloSize(f, r); ok {
+			c.fns[f].burstTarget = k
+		}
+	}
+	return max(0, c.fns[fn].burstTarget-n.Live)
 }
 
 // lnKappa is ln burstKappa, the CUSUM's step per arrival.
