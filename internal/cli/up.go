@@ -90,6 +90,7 @@ on a capacity-bounded runtime, with and without criticality.`,
 	fs.IntVar(&cfg.Capacity, "capacity", liverun.DefaultUpCapacity, "most instances at once, per gateway (0: no bound)")
 	fs.DurationVar(&cfg.StartDelay, "start-delay", liverun.DefaultUpStartDelay, "added to each instance's start, to emulate a container's")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", liverun.DefaultUpIdleTimeout, "every gateway stops an instance idle this long (the core's default, 10m, outlasts the run)")
+	fs.Float64Var(&cfg.SLOFactor, "slo-factor", 0, fmt.Sprintf("with replay functions, the SLO is this many times the app's largest execution time (default %d; the Cypress paper's rule is 1.2)", liverun.DefaultUpSLOFactor))
 	fs.StringVar(&cfg.Functions, "functions", liverun.FunctionsReplay,
 		fmt.Sprintf("%s: the app's model-replay functions (they sleep for the profiled execution time); %s: the real example functions (CPU-bound)", liverun.FunctionsReplay, liverun.FunctionsReal))
 	fs.StringVar(&scenario, "scenario", "", "criticality: a critical function beside a low-criticality flood, with and without criticality")
@@ -105,6 +106,9 @@ func validateUp(cmd *cobra.Command, cfg *liverun.UpConfig, scenario string) erro
 	}
 	if scenario != "" && scenario != scenarioCriticality {
 		return usagef("--scenario must be %s, got %q", scenarioCriticality, scenario)
+	}
+	if scenario == scenarioCriticality && cmd.Flags().Changed("slo-factor") {
+		return usagef("--scenario criticality declares its own functions' SLOs; --slo-factor is for the comparison")
 	}
 	if scenario == scenarioCriticality && cmd.Flags().Changed("policy") && len(cfg.Policies) != 1 {
 		return usagef("--scenario criticality runs one policy with and without criticality; got --policy %s", strings.Join(cfg.Policies, ","))
@@ -234,6 +238,9 @@ func runCriticality(cmd *cobra.Command, cfg liverun.UpConfig, out string, asJSON
 	}
 	if !cmd.Flags().Changed("duration") {
 		cfg.Duration = time.Minute
+	}
+	if !cmd.Flags().Changed("start-delay") {
+		cfg.StartDelay = liverun.CriticalityStartDelay
 	}
 	rep, err := liverun.Criticality(cmd.Context(), cfg)
 	if err != nil {
