@@ -3,6 +3,7 @@ package liverun
 import (
 	"bytes"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -258,11 +259,18 @@ func (r *UpReport) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := plotInstances(filepath.Join(dir, UpInstancesPlot), r.instanceSeries(), r.arrivals,
-		fmt.Sprintf("Live instances of %s, every policy on the same arrivals", r.App)); err != nil {
-		return err
-	}
-	if err := plotLatencyTails(filepath.Join(dir, UpLatencyPlot), r.latencySeries(), r.sloMs); err != nil {
+	// The two plots are drawn at once: after SIGINT they are most of
+	// what stands between the signal and the exit.
+	var instErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		instErr = plotInstances(filepath.Join(dir, UpInstancesPlot), r.instanceSeries(), r.arrivals,
+			fmt.Sprintf("Live instances of %s, every policy on the same arrivals", r.App))
+	}()
+	latErr := plotLatencyTails(filepath.Join(dir, UpLatencyPlot), r.latencySeries(), r.sloMs)
+	<-done
+	if err := errors.Join(instErr, latErr); err != nil {
 		return err
 	}
 	if err := r.writeRequests(filepath.Join(dir, UpRequestsFile)); err != nil {
