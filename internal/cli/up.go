@@ -36,18 +36,19 @@ func newUpCmd() *cobra.Command {
 folder), and drives all of them with the same arrivals at the same time. The
 default load is one where the decisions matter: the bursty twitter trace, the
 app's model-replay functions (each sleeps for the profiled execution time of its
-input size, so four gateways' instances do not compete for 2 cores) and
-instance starts that cost what a container's does (--start-delay 1.5s).
+input size, so five gateways' instances do not compete for 2 cores), an SLO
+of twice the largest execution time (--slo-factor 2) and instance starts that
+cost what a container's does (--start-delay 500ms).
 --functions real runs the real example functions instead.
 
 It ends with one table (SLO compliance, mean live and spawned instances,
 latency, errors per policy) and a verdict: which policy held the SLO (99.9% of
 requests within it, no errors) with the fewest instances. --out writes
-report.md, report.json, instances.png and latency.png.
+report.md, report.json, requests.csv, instances.png and latency.png.
 
 --scenario criticality runs a critical function beside a low-criticality flood
 on a capacity-bounded runtime, with and without criticality.`,
-		Example: `  gantry up                                   # gantry, cypress, atoll and knative side by side, report in out/up/
+		Example: `  gantry up                                   # gantry, cypress, atoll, knative and commercial side by side, report in out/up/
   gantry up --policy gantry,cypress --seed 2  # two policies
   gantry up --json > report.json              # one JSON object on stdout
   gantry up --scenario criticality            # a critical function beside a flood, with and without criticality`,
