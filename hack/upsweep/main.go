@@ -31,11 +31,12 @@ func main() {
 		factors  = flag.String("slo-factors", "1.2,1.5,2", "SLO over the app's largest execution time, comma list")
 		delays   = flag.String("start-delays", "500ms,1s,1.5s", "instance start (the simulator's cold start), comma list")
 		policies = flag.String("policies", strings.Join(liverun.DefaultPolicies, ","), "policies, comma list")
-		seeds    = flag.Int("seeds", 3, "seeds 1..N")
+		seeds    = flag.Int("seeds", 3, "how many seeds, from -first-seed on")
+		first    = flag.Int("first-seed", 1, "first seed")
 		capacity = flag.Int("capacity", liverun.DefaultUpCapacity, "cores (instances) of the one node")
 	)
 	flag.Parse()
-	if err := run(*appName, *traceNm, *distName, *rate, *duration, *factors, *delays, *policies, *seeds, *capacity); err != nil {
+	if err := run(*appName, *traceNm, *distName, *rate, *duration, *factors, *delays, *policies, *first, *seeds, *capacity); err != nil {
 		fmt.Fprintln(os.Stderr, "upsweep:", err)
 		os.Exit(2)
 	}
@@ -47,7 +48,7 @@ type cell struct {
 }
 
 func run(appName, traceName, distName string, rate float64, duration time.Duration, factorList, delayList, policyList string,
-	seeds, capacity int) error {
+	first, seeds, capacity int) error {
 	app, err := workload.Lookup(appName)
 	if err != nil {
 		return err
@@ -72,8 +73,8 @@ func run(appName, traceName, distName string, rate float64, duration time.Durati
 		}
 		ds = append(ds, d)
 	}
-	if seeds < 1 || seeds > 100 {
-		return fmt.Errorf("seeds must be in [1, 100]")
+	if seeds < 1 || seeds > 100 || first < 1 {
+		return fmt.Errorf("seeds must be in [1, 100] and the first seed at least 1")
 	}
 	pols := strings.Split(policyList, ",")
 	type key struct {
@@ -91,7 +92,7 @@ func run(appName, traceName, distName string, rate float64, duration time.Durati
 	for _, f := range fs {
 		for _, d := range ds {
 			for _, p := range pols {
-				for seed := 1; seed <= seeds; seed++ {
+				for seed := first; seed < first+seeds; seed++ {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
@@ -134,8 +135,8 @@ func run(appName, traceName, distName string, rate float64, duration time.Durati
 	if len(errs) > 0 {
 		return errs[0]
 	}
-	fmt.Printf("%s, %s sizes, %s trace at %g requests/s, %v simulated, seeds 1-%d, one node of %d, idle timeout %v\n\n",
-		appName, distName, traceName, rate, duration, seeds, capacity, liverun.DefaultUpIdleTimeout)
+	fmt.Printf("%s, %s sizes, %s trace at %g requests/s, %v simulated, seeds %d-%d, one node of %d, idle timeout %v\n\n",
+		appName, distName, traceName, rate, duration, first, first+seeds-1, capacity, liverun.DefaultUpIdleTimeout)
 	fmt.Println("| SLO factor (SLO) | start delay | policy | SLO compliance, mean (worst seed) | mean live | p99 |")
 	fmt.Println("|---|---|---|--:|--:|--:|")
 	for _, f := range fs {
