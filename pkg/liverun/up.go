@@ -22,7 +22,7 @@ import (
 const (
 	// FunctionsReplay serves the app's model-replay functions (`gantry fn
 	// replay`): each sleeps for the profiled execution time of its input
-	// size, so four gateways' instances do not compete for the CPU and
+	// size, so the gateways' instances do not compete for the CPU and
 	// every policy meets the execution times the paper's models give.
 	FunctionsReplay = "replay"
 	// FunctionsReal serves the real example functions of examples/stack.yml.
