@@ -36,18 +36,19 @@ func newUpCmd() *cobra.Command {
 folder), and drives all of them with the same arrivals at the same time. The
 default load is one where the decisions matter: the bursty twitter trace, the
 app's model-replay functions (each sleeps for the profiled execution time of its
-input size, so four gateways' instances do not compete for 2 cores) and
-instance starts that cost what a container's does (--start-delay 1.5s).
+input size, so five gateways' instances do not compete for 2 cores), an SLO
+of twice the largest execution time (--slo-factor 2) and instance starts that
+cost what a container's does (--start-delay 500ms).
 --functions real runs the real example functions instead.
 
 It ends with one table (SLO compliance, mean live and spawned instances,
 latency, errors per policy) and a verdict: which policy held the SLO (99.9% of
 requests within it, no errors) with the fewest instances. --out writes
-report.md, report.json, instances.png and latency.png.
+report.md, report.json, requests.csv, instances.png and latency.png.
 
 --scenario criticality runs a critical function beside a low-criticality flood
 on a capacity-bounded runtime, with and without criticality.`,
-		Example: `  gantry up                                   # gantry, cypress, atoll and knative side by side, report in out/up/
+		Example: `  gantry up                                   # gantry, cypress, atoll, knative and commercial side by side, report in out/up/
   gantry up --policy gantry,cypress --seed 2  # two policies
   gantry up --json > report.json              # one JSON object on stdout
   gantry up --scenario criticality            # a critical function beside a flood, with and without criticality`,
@@ -90,6 +91,7 @@ on a capacity-bounded runtime, with and without criticality.`,
 	fs.IntVar(&cfg.Capacity, "capacity", liverun.DefaultUpCapacity, "most instances at once, per gateway (0: no bound)")
 	fs.DurationVar(&cfg.StartDelay, "start-delay", liverun.DefaultUpStartDelay, "added to each instance's start, to emulate a container's")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", liverun.DefaultUpIdleTimeout, "every gateway stops an instance idle this long (the core's default, 10m, outlasts the run)")
+	fs.Float64Var(&cfg.SLOFactor, "slo-factor", 0, fmt.Sprintf("with replay functions, the SLO is this many times the app's largest execution time (default %d; the Cypress paper's rule is 1.2)", liverun.DefaultUpSLOFactor))
 	fs.StringVar(&cfg.Functions, "functions", liverun.FunctionsReplay,
 		fmt.Sprintf("%s: the app's model-replay functions (they sleep for the profiled execution time); %s: the real example functions (CPU-bound)", liverun.FunctionsReplay, liverun.FunctionsReal))
 	fs.StringVar(&scenario, "scenario", "", "criticality: a critical function beside a low-criticality flood, with and without criticality")
@@ -105,6 +107,9 @@ func validateUp(cmd *cobra.Command, cfg *liverun.UpConfig, scenario string) erro
 	}
 	if scenario != "" && scenario != scenarioCriticality {
 		return usagef("--scenario must be %s, got %q", scenarioCriticality, scenario)
+	}
+	if scenario == scenarioCriticality && cmd.Flags().Changed("slo-factor") {
+		return usagef("--scenario criticality declares its own functions' SLOs; --slo-factor is for the comparison")
 	}
 	if scenario == scenarioCriticality && cmd.Flags().Changed("policy") && len(cfg.Policies) != 1 {
 		return usagef("--scenario criticality runs one policy with and without criticality; got --policy %s", strings.Join(cfg.Policies, ","))
@@ -234,6 +239,9 @@ func runCriticality(cmd *cobra.Command, cfg liverun.UpConfig, out string, asJSON
 	}
 	if !cmd.Flags().Changed("duration") {
 		cfg.Duration = time.Minute
+	}
+	if !cmd.Flags().Changed("start-delay") {
+		cfg.StartDelay = liverun.CriticalityStartDelay
 	}
 	rep, err := liverun.Criticality(cmd.Context(), cfg)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/liverun"
+	"gantry.dev/gantry/pkg/workload"
 )
 
 // gantry up runs each policy behind a gateway process of its own and drives
@@ -81,6 +82,26 @@ func TestUpComparesPoliciesSideBySide(t *testing.T) {
 	if !strings.Contains(string(md), "| gantry |") || !strings.Contains(string(md), "**Verdict:**") {
 		t.Errorf("report.md:\n%s", md)
 	}
+	// The SLO is the default factor times the app's largest execution.
+	model, _ := workload.Lookup("sentiment-analysis")
+	wantSLO := time.Duration(liverun.DefaultUpSLOFactor * float64(model.MaxExec())).Round(time.Millisecond)
+	if got := time.Duration(rep.Runs[0].SLOMs * float64(time.Millisecond)); got != wantSLO {
+		t.Errorf("SLO %v, want %v", got, wantSLO)
+	}
+	// requests.csv has one row per answered request of each policy.
+	csvData, err := os.ReadFile(filepath.Join(out, liverun.UpRequestsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(csvData)), "\n")[1:] {
+		rows[strings.Split(line, ",")[0]]++
+	}
+	for _, r := range rep.Runs {
+		if r.Errors == 0 && rows[r.Policy] != r.Requests {
+			t.Errorf("%s: %d rows in %s for %d requests", r.Policy, rows[r.Policy], liverun.UpRequestsFile, r.Requests)
+		}
+	}
 }
 
 // The progress line keeps a number and its unit together, and shows the
@@ -107,6 +128,9 @@ func TestUpUsageErrors(t *testing.T) {
 		{"--scenario", "nope"},
 		{"--scenario", "criticality", "--policy", "gantry,cypress"},
 		{"--idle-timeout", "1ms"},
+		{"--slo-factor", "0.5"},
+		{"--slo-factor", "2", "--functions", "real"},
+		{"--slo-factor", "2", "--scenario", "criticality"},
 	})
 }
 

@@ -184,7 +184,11 @@ func runArms(ctx context.Context, cfg armsConfig) (_ []armResult, stopped func()
 	}
 	// The gateways still run when the user interrupts the load: read
 	// their final counts on a context of their own.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrapeTimeout)
+	timeout := scrapeTimeout
+	if ctx.Err() != nil {
+		timeout = interruptedScrapeTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	after := scrapeAll(sctx, arms)
 	cancel()
 	to := time.Now()
@@ -345,18 +349,31 @@ func sampleArms(ctx context.Context, arms []*arm) (stop func()) {
 }
 
 // upDrain is how long an interrupted run waits for the requests in flight
-// before it aborts them: short, since the user asked it to stop.
-const upDrain = 200 * time.Millisecond
+// before it aborts them: short, since the user asked it to stop within a
+// second.
+const upDrain = 100 * time.Millisecond
 
-// scrapeTimeout bounds the final read of the gateways' counts.
-const scrapeTimeout = 2 * time.Second
+// scrapeTimeout bounds the final read of the gateways' counts;
+// interruptedScrapeTimeout bounds it after SIGINT (a read that fails
+// leaves the spawned count to the samples).
+const (
+	scrapeTimeout            = 2 * time.Second
+	interruptedScrapeTimeout = 300 * time.Millisecond
+)
 
-// scrapeAll reads every arm's counts now; a failed read leaves zeros.
+// scrapeAll reads every arm's counts now, all at once (an interrupted run
+// waits for the slowest, not for their sum); a failed read leaves zeros.
 func scrapeAll(ctx context.Context, arms []*arm) []instanceCounts {
 	out := make([]instanceCounts, len(arms))
+	var wg sync.WaitGroup
 	for i, a := range arms {
-		out[i], _ = a.gw.counts(ctx)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], _ = a.gw.counts(ctx)
+		}()
 	}
+	wg.Wait()
 	return out
 }
 

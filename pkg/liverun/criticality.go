@@ -35,6 +35,10 @@ const (
 	// CriticalityCapacity bounds each gateway's instances, both functions
 	// together.
 	CriticalityCapacity = 8
+	// CriticalityStartDelay is the scenario's instance start: the Cypress
+	// paper's 1.5 s container start, so that the critical function's
+	// scale-up is slow enough for the capacity it takes to matter.
+	CriticalityStartDelay = 1500 * time.Millisecond
 	// Rates: the critical function's steady Poisson load, and the flood's
 	// mean on the twitter trace (about 8 busy instances at its mean, more
 	// in its bursts).

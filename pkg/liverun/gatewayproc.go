@@ -155,7 +155,7 @@ const gatewayStopTimeout = 15 * time.Second
 // hurryEvery is how often a hurried stop repeats SIGTERM: the gateway
 // takes a second signal only once it has begun draining on the first, so
 // one repeat sent too early would be lost.
-const hurryEvery = 100 * time.Millisecond
+const hurryEvery = 25 * time.Millisecond
 
 // stop sends SIGTERM (the gateway drains and stops its instances), kills
 // the process group past gatewayStopTimeout, and removes the state folder.

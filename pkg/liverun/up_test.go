@@ -125,3 +125,42 @@ func TestUpStackOfRealFunctionsIsTheExampleStack(t *testing.T) {
 		t.Errorf("payload %q, %d functions, app SLO %v", payload, len(s.Functions), app.SLO)
 	}
 }
+
+// The replay functions' SLO is the factor times the app's largest
+// execution time, and a factor is refused where it would be ignored.
+func TestUpSLOFactorSetsTheReplaySLO(t *testing.T) {
+	cfg := UpConfig{App: "sentiment-analysis", Exe: "gantry"}
+	if err := cfg.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SLOFactor != DefaultUpSLOFactor {
+		t.Fatalf("default factor %v", cfg.SLOFactor)
+	}
+	cfg.SLOFactor = 2.5
+	s, _, err := upStack(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := stackApp(s, cfg.App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, _ := workload.Lookup(cfg.App)
+	want := time.Duration(2.5 * float64(model.MaxExec())).Round(time.Millisecond)
+	if app.SLO != want || s.Functions[0].SLO != want {
+		t.Errorf("app SLO %v, function SLO %v, want %v (largest execution %v)", app.SLO, s.Functions[0].SLO, want, model.MaxExec())
+	}
+	for _, bad := range []UpConfig{
+		{Functions: FunctionsReal, SLOFactor: 2},
+		{SLOFactor: 0.9},
+		{SLOFactor: MaxSLOFactor + 1},
+	} {
+		bad.App, bad.Exe = "sentiment-analysis", "gantry"
+		if err := bad.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}

@@ -1,14 +1,20 @@
 package liverun
 
 import (
+	"bytes"
+	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"gantry.dev/gantry/pkg/loadgen"
 )
 
 // UpReport is a side-by-side run, in the shape ../shared/conventions.md
@@ -23,7 +29,10 @@ type UpReport struct {
 	Verdict   string      `json:"verdict"`
 
 	// What else the run was, for the report's reader.
-	Dist         string  `json:"dist"`
+	Dist string `json:"dist"`
+	// SLOFactor is the SLO over the app's largest execution time, for
+	// replay functions.
+	SLOFactor    float64 `json:"slo_factor,omitempty"`
 	Functions    string  `json:"functions"`
 	StartDelayMs float64 `json:"start_delay_ms"`
 	Capacity     int     `json:"capacity"`
@@ -67,6 +76,8 @@ type PolicyRun struct {
 
 	live    []LivePoint
 	latency []time.Duration
+	// samples are the measured phase's answered requests, for requests.csv.
+	samples []loadgen.Sample
 }
 
 // SLOTarget is the compliance a policy must reach, with no error, to hold
@@ -80,7 +91,7 @@ func (r PolicyRun) Holds() bool {
 
 func newUpReport(cfg UpConfig, st streamSpec, results []armResult) *UpReport {
 	rep := &UpReport{App: cfg.App, Trace: cfg.Trace, Rate: cfg.Rate, DurationS: cfg.Duration.Seconds(), Seed: cfg.Seed,
-		Dist: cfg.Dist, Functions: cfg.Functions, StartDelayMs: millis(cfg.StartDelay), Capacity: cfg.Capacity,
+		Dist: cfg.Dist, SLOFactor: cfg.SLOFactor, Functions: cfg.Functions, StartDelayMs: millis(cfg.StartDelay), Capacity: cfg.Capacity,
 		WarmupS: max(cfg.Warmup, 0).Seconds(), arrivals: st.load.Trace.PerSecond, sloMs: millis(st.slo)}
 	for _, a := range results {
 		run := policyRun(a.spec.name, a.streams[0], a)
@@ -97,7 +108,7 @@ func policyRun(name string, sr streamResult, a armResult) PolicyRun {
 	run := PolicyRun{Policy: name, Requests: s.Requests, Errors: s.Errors, ErrorsByKind: s.ErrorsByKind,
 		SLOMs: s.SLOMs, SLOCompliance: s.SLOCompliance, ContainersSpawned: a.spawned, AvgContainers: a.avgLive,
 		P50Ms: s.P50Ms, P95Ms: s.P95Ms, P99Ms: s.P99Ms, ThroughputRPS: s.ThroughputRPS,
-		MinLive: a.minLive, MaxLive: a.maxLive, live: a.live}
+		MinLive: a.minLive, MaxLive: a.maxLive, live: a.live, samples: sr.samples}
 	if run.ErrorsByKind == nil {
 		run.ErrorsByKind = map[string]int64{}
 	}
@@ -180,16 +191,23 @@ func (r *UpReport) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# gantry up: %s, %d policies side by side\n\n", r.App, len(r.Runs))
 	fmt.Fprintf(&b, "Load: %s trace at %g requests/s, %s input sizes, %.0f s measured after %.0f s of warm-up, seed %d; "+
-		"%s functions, instance start delay %v, capacity %s per gateway. SLO %v end to end.\n\n",
+		"%s functions, instance start delay %v, capacity %s per gateway. SLO %v end to end%s.\n\n",
 		r.Trace, r.Rate, r.Dist, r.DurationS, r.WarmupS, r.Seed, r.Functions,
 		time.Duration(r.StartDelayMs*float64(time.Millisecond)), capacityText(r.Capacity),
-		time.Duration(r.sloMs*float64(time.Millisecond)))
+		time.Duration(r.sloMs*float64(time.Millisecond)), sloFactorText(r.SLOFactor))
 	b.WriteString(r.table())
 	fmt.Fprintf(&b, "\n**Verdict:** %s.\n", r.Verdict)
 	if r.Interrupted {
 		b.WriteString("\nInterrupted before the trace ended: the figures cover what finished.\n")
 	}
 	return b.String()
+}
+
+func sloFactorText(f float64) string {
+	if f == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%g × the largest execution time)", f)
 }
 
 func capacityText(c int) string {
@@ -230,18 +248,32 @@ const (
 	UpJSONFile      = "report.json"
 	UpInstancesPlot = "instances.png"
 	UpLatencyPlot   = "latency.png"
+	// UpRequestsFile has every measured request of every policy, so that
+	// a miss can be traced to its moment and its input size.
+	UpRequestsFile = "requests.csv"
 )
 
-// WriteDir writes report.md, report.json, instances.png and latency.png.
+// WriteDir writes report.md, report.json, requests.csv, instances.png and
+// latency.png.
 func (r *UpReport) WriteDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := plotInstances(filepath.Join(dir, UpInstancesPlot), r.instanceSeries(), r.arrivals,
-		fmt.Sprintf("Live instances of %s, every policy on the same arrivals", r.App)); err != nil {
+	// The two plots are drawn at once: after SIGINT they are most of
+	// what stands between the signal and the exit.
+	var instErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		instErr = plotInstances(filepath.Join(dir, UpInstancesPlot), r.instanceSeries(), r.arrivals,
+			fmt.Sprintf("Live instances of %s, every policy on the same arrivals", r.App))
+	}()
+	latErr := plotLatencyTails(filepath.Join(dir, UpLatencyPlot), r.latencySeries(), r.sloMs)
+	<-done
+	if err := errors.Join(instErr, latErr); err != nil {
 		return err
 	}
-	if err := plotLatencyTails(filepath.Join(dir, UpLatencyPlot), r.latencySeries(), r.sloMs); err != nil {
+	if err := r.writeRequests(filepath.Join(dir, UpRequestsFile)); err != nil {
 		return err
 	}
 	md := r.markdown() + fmt.Sprintf("\n![live instances](%s)\n\n![latency](%s)\n", UpInstancesPlot, UpLatencyPlot)
@@ -262,4 +294,29 @@ func (r *UpReport) latencySeries() []namedLatency {
 		out[i] = namedLatency{name: run.Policy, latency: run.latency}
 	}
 	return out
+}
+
+// writeRequests writes one CSV row per measured request of every policy:
+// its intended send time from the measured start, input size, latency,
+// HTTP status and kind, and whether it met the SLO.
+func (r *UpReport) writeRequests(path string) error {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	_ = w.Write([]string{"policy", "offset_s", "size", "latency_ms", "status", "kind", "within_slo"})
+	for _, run := range r.Runs {
+		for _, s := range run.samples {
+			if !s.Measured {
+				continue
+			}
+			within := s.Kind == loadgen.KindOK && millis(s.Latency) <= r.sloMs
+			_ = w.Write([]string{run.Policy, strconv.FormatFloat(s.Offset.Seconds(), 'f', 3, 64),
+				strconv.FormatFloat(s.Size, 'g', 6, 64), strconv.FormatFloat(millis(s.Latency), 'f', 1, 64),
+				strconv.Itoa(s.Status), s.Kind, strconv.FormatBool(within)})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
