@@ -320,8 +320,8 @@ func keepFinished(cmd *cobra.Command, f *simFlags, records []report.Record, tota
 		return err
 	}
 	doc := report.Document{Title: "Gantry simulation (stopped)",
-		Intro:   fmt.Sprintf("Stopped after %d of %d runs: %v. These are the runs that finished.", len(records), total, err),
-		Records: records, PerFunction: true}
+		Intro:   fmt.Sprintf("Stopped after %d of %d runs: %v. These are the runs that finished; no plots are drawn for a stopped run.", len(records), total, err),
+		Records: records, PerFunction: true, NoPlots: true}
 	if werr := report.WriteDir(f.out, doc); werr != nil {
 		return errors.Join(err, werr)
 	}

@@ -23,6 +23,10 @@ type Document struct {
 	// bar charts, for reports with many conditions whose Figures summarise
 	// them; the per-condition latency CDFs are still drawn.
 	OnlyCDFPerCondition bool
+	// NoPlots writes the data and the report without any PNG: an
+	// interrupted run must exit within a second, and drawing hundreds of
+	// plots takes tens of seconds on a loaded machine.
+	NoPlots bool
 	// PerFunction adds, for chains, a table per condition with every
 	// function's metrics.
 	PerFunction bool

@@ -43,6 +43,31 @@ func sampleRecords() []Record {
 	}
 }
 
+// A stopped run writes its data and report but draws nothing: drawing is
+// what made an interrupted matrix take seconds to exit.
+func TestWriteDirWithoutPlotsDrawsNothing(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteDir(dir, Document{Title: "stopped", Records: sampleRecords(), NoPlots: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{CSVFile, JSONFile, MarkdownFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	pngs, err := filepath.Glob(filepath.Join(dir, PlotsDir, "*.png"))
+	if err != nil || len(pngs) != 0 {
+		t.Errorf("plots drawn: %v (%v)", pngs, err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(md, []byte(".png")) {
+		t.Errorf("report.md links a plot that was not drawn:\n%s", md)
+	}
+}
+
 func TestWriteDirWritesEveryFile(t *testing.T) {
 	dir := t.TempDir()
 	err := WriteDir(dir, Document{Title: "Simulation", Records: sampleRecords()})

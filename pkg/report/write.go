@@ -31,8 +31,8 @@ func PrepareDir(dir string) error {
 	return errors.Join(f.Close(), os.Remove(name))
 }
 
-// WriteDir writes results.csv, results.json, plots/*.png and report.md into
-// dir, creating it if needed.
+// WriteDir writes results.csv, results.json, plots/*.png (none with
+// doc.NoPlots) and report.md into dir, creating it if needed.
 func WriteDir(dir string, doc Document) error {
 	if len(doc.Records) == 0 {
 		return ErrNoRecords
@@ -50,28 +50,10 @@ func WriteDir(dir string, doc Document) error {
 	}); err != nil {
 		return err
 	}
-	draws := allPlots
-	if doc.OnlyCDFPerCondition {
-		draws = cdfOnly
-	}
-	plots, err := writeAllPlots(filepath.Join(dir, PlotsDir), doc.Records, draws)
-	if err != nil {
-		return err
-	}
-	doc.Plots = plots
-	if len(doc.Traces) > 0 {
-		file, err := drawTraces(filepath.Join(dir, PlotsDir), doc.TracesYLabel, doc.Traces)
-		if err != nil {
+	if !doc.NoPlots {
+		if err := drawAll(dir, &doc); err != nil {
 			return err
 		}
-		doc.FigureFiles = append(doc.FigureFiles, file)
-	}
-	for _, f := range doc.Figures {
-		file, err := f.draw(filepath.Join(dir, PlotsDir))
-		if err != nil {
-			return err
-		}
-		doc.FigureFiles = append(doc.FigureFiles, file)
 	}
 	return writeFile(filepath.Join(dir, MarkdownFile), func(f *os.File) error {
 		return WriteMarkdown(f, doc)
@@ -120,4 +102,33 @@ func writeFile(path string, fill func(*os.File) error) (err error) {
 		}
 	}()
 	return fill(f)
+}
+
+// drawAll draws the document's plots and figures into dir's plots folder
+// and records their files in doc.
+func drawAll(dir string, doc *Document) error {
+	draws := allPlots
+	if doc.OnlyCDFPerCondition {
+		draws = cdfOnly
+	}
+	plots, err := writeAllPlots(filepath.Join(dir, PlotsDir), doc.Records, draws)
+	if err != nil {
+		return err
+	}
+	doc.Plots = plots
+	if len(doc.Traces) > 0 {
+		file, err := drawTraces(filepath.Join(dir, PlotsDir), doc.TracesYLabel, doc.Traces)
+		if err != nil {
+			return err
+		}
+		doc.FigureFiles = append(doc.FigureFiles, file)
+	}
+	for _, f := range doc.Figures {
+		file, err := f.draw(filepath.Join(dir, PlotsDir))
+		if err != nil {
+			return err
+		}
+		doc.FigureFiles = append(doc.FigureFiles, file)
+	}
+	return nil
 }
