@@ -3,7 +3,7 @@ GO ?= go
 GANTRY_CACHE ?= $(HOME)/.cache/gantry
 export GANTRY_CACHE
 
-.PHONY: all build run paper test test-short controlplane vet fmt-check generate manifests render deploy bench bench-queue bench-sim
+.PHONY: all build run paper test test-short controlplane knative vet fmt-check generate manifests render deploy bench bench-queue bench-sim
 
 all: build
 
@@ -26,6 +26,12 @@ paper: build
 # and kwok into $(GANTRY_CACHE) once; later calls reuse the cache.
 controlplane:
 	./hack/build-controlplane.sh
+
+# Builds Knative Serving's controller, webhook, autoscaler, activator and
+# queue-proxy (hack/knative pins the version) and assembles its manifests
+# into $(GANTRY_CACHE)/knative once; `gantry cluster up --knative` runs them.
+knative:
+	./hack/build-knative.sh
 
 # The README's test command: every test, race detector on, against a real
 # control plane.

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
@@ -24,8 +26,9 @@ func newClusterCmd() *cobra.Command {
 
 // clusterFlags are the flags of "up", which passes them on to "serve".
 type clusterFlags struct {
-	dir  string
-	opts localcluster.Options
+	dir     string
+	opts    localcluster.Options
+	ingress string // --knative: where Knative Services are reached (GANTRY_INGRESS)
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
@@ -39,6 +42,9 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.opts.ControllerManager, "controller-manager", false, "also run kube-controller-manager")
 	fs.BoolVar(&f.opts.Scheduler, "scheduler", false, "also run kube-scheduler")
 	fs.IntVar(&f.opts.ProcessNodes, "process-nodes", 0, "nodes whose pods run as local processes (implies --scheduler and --controller-manager; with them --nodes may be 0)")
+	fs.BoolVar(&f.opts.Knative, "knative", false, "also install Knative Serving (`make knative` builds it) and run its components on a process node (implies --process-nodes 1 at least)")
+	fs.StringVar(&f.opts.KnativeDomain, "knative-domain", knativeinstall.DefaultDomain, "with --knative: the domain of Knative Services' host names")
+	fs.StringVar(&f.ingress, "knative-ingress", "", "with --knative: the ingress's listen address (host:port on loopback; default a free port on 127.0.0.1)")
 }
 
 // absDir resolves --dir, which the detached process must find from any cwd.
@@ -48,6 +54,9 @@ func (f *clusterFlags) absDir() (string, error) {
 		return "", usagef("--process-nodes must be in [0, %d], got %d", localcluster.MaxProcessNodes, f.opts.ProcessNodes)
 	case f.opts.Nodes < 0 || f.opts.Nodes+f.opts.ProcessNodes < 1:
 		return "", usagef("--nodes must be at least 1, or 0 with --process-nodes, got %d", f.opts.Nodes)
+	}
+	if err := f.knativeFlags(); err != nil {
+		return "", err
 	}
 	if f.opts.ProcessNodes > 0 {
 		f.opts.Scheduler, f.opts.ControllerManager = true, true
@@ -72,6 +81,9 @@ func (f *clusterFlags) serveArgv(dir string) ([]string, error) {
 		"--controller-manager=" + strconv.FormatBool(o.ControllerManager),
 		"--scheduler=" + strconv.FormatBool(o.Scheduler),
 		"--process-nodes", strconv.Itoa(o.ProcessNodes),
+		"--knative=" + strconv.FormatBool(o.Knative),
+		"--knative-domain", o.KnativeDomain,
+		"--knative-ingress", f.ingress,
 	}, nil
 }
 
@@ -95,6 +107,9 @@ func newClusterUpCmd() *cobra.Command {
 			kubeconfig, err := localcluster.Up(cmd.Context(), opts, argv, cmd.ErrOrStderr())
 			if err != nil {
 				return err
+			}
+			if opts.Knative {
+				fmt.Fprintf(cmd.OutOrStdout(), "export GANTRY_INGRESS=http://%s\n", f.ingress)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", kubeconfig)
 			return nil
@@ -126,6 +141,10 @@ func newClusterServeCmd() *cobra.Command {
 				}
 				opts.Programs = map[string]string{"gantry": self}
 			}
+			// TODO(issue 19 part 3): with --knative, start Gantry's KIngress
+			// (`gantry serve --knative-ingress`, pkg/knativeingress) on
+			// f.ingress once the cluster is ready, and stop it with the
+			// cluster; until it lands nothing listens there.
 			return localcluster.Serve(cmd.Context(), opts)
 		},
 	}
@@ -176,4 +195,47 @@ func newClusterEnvCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", localcluster.DefaultDir(), "the cluster's folder")
 	return cmd
+}
+
+// knativeFlags checks the --knative flags: Knative's components need a
+// process node, and its ingress a loopback address (a free port unless
+// --knative-ingress names one; up picks it, so serve gets it fixed).
+func (f *clusterFlags) knativeFlags() error {
+	if !f.opts.Knative {
+		if f.ingress != "" {
+			return usagef("--knative-ingress needs --knative")
+		}
+		return nil
+	}
+	if f.opts.ProcessNodes == 0 {
+		f.opts.ProcessNodes = 1
+	}
+	if f.ingress == "" {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			return err
+		}
+		f.ingress = addr
+	}
+	host, port, err := net.SplitHostPort(f.ingress)
+	if err != nil {
+		return usagef("--knative-ingress %q: %v", f.ingress, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return usagef("--knative-ingress %q: the host must be a loopback address", f.ingress)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return usagef("--knative-ingress %q: the port must be in [1, 65535]", f.ingress)
+	}
+	return nil
+}
+
+// freeLoopbackAddr is a port on 127.0.0.1 that nothing listens on now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
