@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/localcluster"
@@ -29,12 +31,16 @@ type clusterFlags struct {
 	dir     string
 	opts    localcluster.Options
 	ingress string // --knative: where Knative Services are reached (GANTRY_INGRESS)
+	// nodesSet says --nodes was given: --knative alone runs no kwok node,
+	// since Knative's Revisions have no nodeSelector and a kwok node would
+	// get pods that never run.
+	nodesSet bool
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", localcluster.DefaultDir(), "folder for the cluster's certificates, data and logs")
-	fs.IntVar(&f.opts.Nodes, "nodes", 1, "kwok fake nodes")
+	fs.IntVar(&f.opts.Nodes, "nodes", 1, "kwok fake nodes (with --knative, 0 unless given)")
 	fs.StringVar(&f.opts.NodeCPU, "node-cpu", "32", "CPU capacity of each node")
 	fs.StringVar(&f.opts.NodeMemory, "node-memory", "256Gi", "memory capacity of each node")
 	fs.IntVar(&f.opts.NodePods, "node-pods", 110, "pod capacity of each node")
@@ -94,6 +100,7 @@ func newClusterUpCmd() *cobra.Command {
 		Short: "Start the control plane in the background; the last line is `export KUBECONFIG=...`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.nodesSet = cmd.Flags().Changed("nodes")
 			dir, err := f.absDir()
 			if err != nil {
 				return err
@@ -127,6 +134,7 @@ func newClusterServeCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.nodesSet = true // up passes the --nodes it resolved
 			dir, err := f.absDir()
 			if err != nil {
 				return err
@@ -207,8 +215,14 @@ func (f *clusterFlags) knativeFlags() error {
 		}
 		return nil
 	}
+	if errs := validation.IsDNS1123Subdomain(f.opts.KnativeDomain); len(errs) > 0 {
+		return usagef("--knative-domain %q: %s", f.opts.KnativeDomain, strings.Join(errs, "; "))
+	}
 	if f.opts.ProcessNodes == 0 {
 		f.opts.ProcessNodes = 1
+	}
+	if !f.nodesSet {
+		f.opts.Nodes = 0
 	}
 	if f.ingress == "" {
 		addr, err := freeLoopbackAddr()
