@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,9 +27,10 @@ const exitStartError = 128
 // and probes it while it runs. Its status fields are guarded by the pod's
 // mutex.
 type container struct {
-	r    *podRun
-	spec corev1.Container
-	env  []string
+	r      *podRun
+	spec   corev1.Container
+	env    []string
+	mounts []mount // bind mounts in the pod's mount namespace, if it has one
 
 	status    corev1.ContainerStatus // guarded by r.mu
 	final     bool                   // guarded by r.mu: it will not run again
@@ -77,6 +79,14 @@ func (c *container) program() ([]string, string, error) {
 	argv := append([]string{}, c.spec.Command...)
 	if len(argv) == 0 {
 		entry, ok := c.r.p.cfg.Images[c.spec.Image]
+		if name, fn := gantryFn(c.spec.Image); !ok && fn {
+			entry, ok = []string{"gantry", "fn", name}, true
+			if c.r.netns != "" {
+				// The pod's own addresses: queue-proxy dials 127.0.0.1,
+				// probes and endpoints the pod IP.
+				entry = append(entry, "--addr", ":$(PORT)")
+			}
+		}
 		if !ok {
 			return nil, "", fmt.Errorf("container %s has no command and image %q has no program on this node (the node runs programs, it pulls no images)", c.spec.Name, c.spec.Image)
 		}
@@ -99,6 +109,19 @@ func (c *container) program() ([]string, string, error) {
 		return nil, "", err
 	}
 	return argv, path, nil
+}
+
+// gantryFnImage is the prefix of images that run an example function:
+// dev.local/gantry-fn:NAME runs `gantry fn NAME`, on $PORT (Knative's
+// user-container contract), so any example function can be a Knative
+// Service with no image build. dev.local/ is a prefix Knative does not
+// resolve to a digest.
+const gantryFnImage = "dev.local/gantry-fn:"
+
+// gantryFn is the function an image names, if it is a gantry-fn image.
+func gantryFn(image string) (string, bool) {
+	name, ok := strings.CutPrefix(image, gantryFnImage)
+	return name, ok && programName.MatchString(name)
 }
 
 func cut(kv string) (string, string, bool) {
@@ -227,7 +250,7 @@ func (c *container) start(argv []string, path string, lg *runLog) (*exec.Cmd, *o
 	}
 	defer devnull.Close()
 	if ns := c.r.netns; ns != "" {
-		if path, argv, err = netnsArgv(ns, path, argv); err != nil {
+		if path, argv, err = netnsArgv(ns, path, argv, c.mounts); err != nil {
 			pr.Close()
 			pw.Close()
 			return nil, nil, err
@@ -304,7 +327,7 @@ func ptrBool(b bool) *bool { return &b }
 // liveness verdict asks the run to kill the program through kill.
 func (c *container) probe(ctx context.Context, kill chan<- string) {
 	r := c.r
-	t := probeTarget{ip: r.ipString(), ports: c.spec.Ports, env: c.env, dir: c.workDir(), netns: r.netns}
+	t := probeTarget{ip: r.ipString(), ports: c.spec.Ports, env: c.env, dir: c.workDir(), netns: r.netns, mounts: c.mounts}
 	if sp := c.spec.StartupProbe; sp != nil {
 		ok, err := probeUntilVerdict(ctx, sp, t)
 		if ctx.Err() != nil {

@@ -25,17 +25,51 @@
 //     folder holds Config.Programs (e.g. "gantry" -> the gantry binary),
 //     so ["gantry", "fn", "echo"] and ["/bin/sh", "-c", "gantry fn echo"]
 //     both run it.
-//   - The environment is PATH, HOME, HOSTNAME (the pod's name), then
-//     envFrom and env as a kubelet builds them, with $(VAR) expansion and
-//     the downward API: fieldRef status.podIP is the pod's address, which
-//     the program must listen on (ports of different pods may then be the
-//     same). configMapKeyRef and secretKeyRef are read from informers.
+//   - An image dev.local/gantry-fn:NAME with no command runs `gantry fn
+//     NAME` (the program "gantry" of Config.Programs, else of PATH) on
+//     $PORT, 8080 unless the container sets it: Knative's user-container
+//     contract, so an example function is a Knative Service with no image
+//     build. In a pod network namespace it listens on all of the pod's
+//     addresses (--addr :$PORT), so queue-proxy reaches it on 127.0.0.1
+//     and probes on the pod IP.
+//   - The environment is PATH, HOME, HOSTNAME (the pod's name),
+//     KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT (the API server
+//     for in-cluster clients: kubernetes.default.svc at the node's API
+//     relay, whose address the pod's hosts file gives), then envFrom and
+//     env as a kubelet builds them, with $(VAR) expansion and the downward
+//     API: fieldRef metadata.name, .namespace, .uid, .labels['k'],
+//     .annotations['k'], spec.nodeName, spec.serviceAccountName,
+//     status.podIP(s) (the pod's address, which the program must listen
+//     on unless the pod has a namespace of its own) and status.hostIP(s),
+//     and resourceFieldRef (limits and requests, with divisor; a limit not
+//     set is the node's allocatable). configMapKeyRef and secretKeyRef are
+//     read from informers.
+//   - Volumes (volumes.go, mounts.go): secret, configMap, downwardAPI,
+//     emptyDir and projected volumes (secrets, config maps, the downward
+//     API and service-account tokens from the TokenRequest API, bound to
+//     the pod, with their audience and expiry, requested again at 80% of
+//     their lifetime) are folders of the pod's, bind-mounted at their
+//     mountPath in a mount namespace of the pod's programs, read-only
+//     where asked and always for the first four kinds, so the service
+//     account's token, ca.crt and namespace are at
+//     /var/run/secrets/kubernetes.io/serviceaccount and client-go's
+//     in-cluster config works. Other volume kinds fail the pod. Without a
+//     pod network namespace there is no mount namespace either: the
+//     pod's status message names each mount it lacks, and environment
+//     values naming a mountPath name the folder instead.
+//   - Names (hosts.go): each pod's /etc/hosts names the API server and
+//     every Service with a ready endpoint (<svc>.<ns>.svc.cluster.local,
+//     <svc>.<ns>.svc, <svc>.<ns>) at one ready endpoint's address, kept in
+//     step with the EndpointSlices; a client dials the endpoint at the
+//     Service's port, so only Services whose port equals their targetPort
+//     work by name.
 //   - Output (stdout and stderr) goes to a log per run, timestamped per
 //     line and capped (Config.MaxLogBytes); the previous run's is kept.
 //     The kubelet API serves it, so kubectl logs works, with --previous,
 //     --tail, --since, --timestamps, --limit-bytes and --follow.
-//   - Readiness, liveness and startup probes (httpGet, tcpSocket, exec)
-//     run with their delays, periods, timeouts and thresholds. Readiness
+//   - Readiness, liveness and startup probes (httpGet, tcpSocket, exec,
+//     the last in the container's namespaces and mounts) run with their
+//     delays, periods, timeouts and thresholds. Readiness
 //     drives the pod's Ready condition, hence its EndpointSlice endpoint; a
 //     failed liveness or startup probe kills the program, and the restart
 //     policy (Always, OnFailure, Never) with a doubling back-off decides
@@ -45,13 +79,15 @@
 //     terminationGracePeriodSeconds) is over; a later deletion may shorten
 //     it. Whatever a program left in its group is killed when it exits.
 //     Children also die with the node's process (a parent-death signal).
+//   - HTTP probes send their httpHeaders (a Host header sets the
+//     request's host), to the pod IP unless the probe names a host.
 //
-// Init, ephemeral and sidecar containers, hostNetwork, gRPC probes, volume
-// mounts and resource limits are not applied: a pod asking for the first
-// four fails with the reason in its status; limits and volumes (such as
-// the service account token every pod gets) are ignored, except Secret
-// volumes (volumes.go): written into a private folder of the pod's, and
-// each environment value naming the mount's path rewritten to it.
+// Init, ephemeral and sidecar containers, hostNetwork, gRPC probes and
+// resource limits are not applied: a pod asking for the first four fails
+// with the reason in its status; limits are not enforced. An emptyDir's
+// sizeLimit is not enforced either (a Memory one is a folder of
+// /dev/shm), and config map and secret volumes follow their objects within
+// a minute.
 //
 // # The node
 //

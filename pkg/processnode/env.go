@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 )
 
@@ -18,13 +19,14 @@ const maxEnv = 1024
 type envSources struct {
 	configMaps corev1listers.ConfigMapLister
 	secrets    corev1listers.SecretLister
+	client     kubernetes.Interface // service-account tokens (TokenRequest)
 }
 
 // containerEnv is the environment a container's process starts with, in
 // the order a kubelet builds it: the node's base variables (PATH with the
 // node's program folder first, HOME, HOSTNAME), then envFrom, then env,
 // each $(VAR) in env expanded from what came before. Later entries win.
-func (s envSources) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP, hostIP string, base []string) ([]string, error) {
+func (s envSources) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP, hostIP string, base []string, alloc corev1.ResourceList) ([]string, error) {
 	vals := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -50,7 +52,7 @@ func (s envSources) containerEnv(pod *corev1.Pod, c *corev1.Container, podIP, ho
 		v := e.Value
 		if e.ValueFrom != nil {
 			var err error
-			if v, err = s.valueFrom(pod, e, podIP, hostIP); err != nil {
+			if v, err = s.valueFrom(pod, c, e, podIP, hostIP, alloc); err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 		} else {
@@ -98,11 +100,17 @@ func (s envSources) envFromData(ns string, from corev1.EnvFromSource) (map[strin
 
 func optional(b *bool) bool { return b != nil && *b }
 
-func (s envSources) valueFrom(pod *corev1.Pod, e corev1.EnvVar, podIP, hostIP string) (string, error) {
+func (s envSources) valueFrom(pod *corev1.Pod, c *corev1.Container, e corev1.EnvVar, podIP, hostIP string, alloc corev1.ResourceList) (string, error) {
 	vf := e.ValueFrom
 	switch {
 	case vf.FieldRef != nil:
 		return fieldValue(pod, vf.FieldRef.FieldPath, podIP, hostIP)
+	case vf.ResourceFieldRef != nil:
+		ref := *vf.ResourceFieldRef
+		if ref.ContainerName == "" {
+			ref.ContainerName = c.Name // in env, the container's own by default
+		}
+		return resourceValue(pod, &ref, alloc)
 	case vf.ConfigMapKeyRef != nil:
 		r := vf.ConfigMapKeyRef
 		cm, err := s.configMaps.ConfigMaps(pod.Namespace).Get(r.Name)
@@ -132,7 +140,7 @@ func (s envSources) valueFrom(pod *corev1.Pod, e corev1.EnvVar, podIP, hostIP st
 		}
 		return string(v), nil
 	}
-	return "", fmt.Errorf("unsupported valueFrom (the process node resolves fieldRef, configMapKeyRef and secretKeyRef)")
+	return "", fmt.Errorf("unsupported valueFrom (the process node resolves fieldRef, resourceFieldRef, configMapKeyRef and secretKeyRef)")
 }
 
 // fieldValue resolves a downward-API field path. status.podIP is the

@@ -69,6 +69,13 @@ func helperMain(mode string) {
 		dialMain()
 		return
 	}
+	if mode == "incluster" {
+		os.Exit(inClusterMain())
+	}
+	if mode == "args" {
+		fmt.Printf("args %q PORT=%s\n", os.Args[1:], os.Getenv("PORT"))
+		return
+	}
 	if os.Getenv("CHILD") == "1" {
 		child := exec.Command("sleep", "1000")
 		if err := child.Start(); err == nil {
@@ -84,6 +91,12 @@ func helperMain(mode string) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {})
+	mux.HandleFunc("/probe", func(w http.ResponseWriter, r *http.Request) {
+		// Ready only to a probe with Knative's queue-proxy header.
+		if r.Header.Get("K-Network-Probe") != "queue" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	})
 	mux.HandleFunc("/live", func(w http.ResponseWriter, _ *http.Request) {
 		if _, err := os.Stat(filepath.Join(os.Getenv("HOME"), "unhealthy")); err == nil {
 			w.WriteHeader(http.StatusInternalServerError)

@@ -38,8 +38,8 @@ var DefaultServiceRange = netip.MustParsePrefix("10.96.0.0/16")
 //     it, and its forwarding setting is left alone.
 //
 // The programs run in the namespace through `ip netns exec`, which execs
-// them (the pid is the program's) and bind-mounts /etc/netns/NAME/* over
-// /etc for them.
+// them (the pid is the program's) in a mount namespace of their own and
+// bind-mounts /etc/netns/NAME/* over /etc for them (mounts.go, hosts.go).
 type podNet struct {
 	index    int
 	prefix   netip.Prefix
@@ -161,6 +161,13 @@ func removeNetwork(index int) {
 			}
 		}
 	}
+	if entries, err := os.ReadDir(etcNetns); err == nil {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), nsp) {
+				removeHosts(e.Name())
+			}
+		}
+	}
 	vp := vethPrefix + strconv.Itoa(index) + "-"
 	if ifs, err := net.Interfaces(); err == nil {
 		for _, ifc := range ifs {
@@ -205,16 +212,6 @@ func CleanupNetwork(dir string) error {
 		lock.Close()
 	}
 	return os.Remove(filepath.Join(dir, netRecord))
-}
-
-// netnsArgv is the argv that runs path with argv's arguments in the
-// namespace ns; the program sees path as its argv[0].
-func netnsArgv(ns, path string, argv []string) (string, []string, error) {
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		return "", nil, err
-	}
-	return ip, append([]string{"ip", "netns", "exec", ns, path}, argv[1:]...), nil
 }
 
 // ipBatch runs ip's commands in one process, in namespace ns when not "".

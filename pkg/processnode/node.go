@@ -27,7 +27,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Labels and annotations on a process node.
@@ -57,7 +59,10 @@ type Config struct {
 	Programs map[string]string
 	// Images map an image to the argv it stands for, for containers with
 	// no command (the image's entrypoint): {"registry/echo:1": {"gantry",
-	// "fn", "echo"}}. A container with neither fails to start.
+	// "fn", "echo"}}, or Knative's {"ko://knative.dev/serving/cmd/queue":
+	// {"/path/to/queue"}}. Images dev.local/gantry-fn:NAME not in the map
+	// run `gantry fn NAME` on $PORT (Programs["gantry"] names the binary).
+	// A container with neither fails to start.
 	Images map[string][]string
 	// Addresses is the prefix the pods' addresses come from; when set, it
 	// must be local already and pods share the host's network. Default: a
@@ -73,8 +78,11 @@ type Config struct {
 	// APIServer is the API server's address on the host's loopback
 	// (host:port). When set and the pods have namespaces, the node relays
 	// the bridge address's same port to it, so pods reach the API server
-	// at their host IP (APIServerForPods), verifying it by the name
-	// "kubernetes".
+	// at their host IP (APIServerForPods). In-cluster clients find it by
+	// KUBERNETES_SERVICE_HOST=kubernetes.default.svc (a name the API
+	// server's certificate must hold; the pods' hosts files give the
+	// relay's address) and KUBERNETES_SERVICE_PORT; pods without a
+	// namespace get this address itself.
 	APIServer string
 	// MaxPods is the node's pod capacity and the most addresses it hands
 	// out (default 110, a kubelet's; at most the prefix's host addresses).
@@ -173,19 +181,21 @@ func machineMemory() string {
 
 // Node is a running process node.
 type Node struct {
-	cfg      Config
-	prov     *Provider
-	vk       *nodeutil.Node
-	srv      *http.Server
-	lock     *os.File // holds the claim on the address prefix
-	prefix   netip.Prefix
-	net      *podNet // the pods' bridge and namespaces, if the node made them
-	relay    *apiRelay
-	ownsDir  bool
-	cancel   context.CancelFunc
-	done     chan struct{}
-	runErr   error
-	stopOnce chan struct{}
+	cfg    Config
+	prov   *Provider
+	vk     *nodeutil.Node
+	srv    *http.Server
+	lock   *os.File // holds the claim on the address prefix
+	prefix netip.Prefix
+	net    *podNet // the pods' bridge and namespaces, if the node made them
+	relay  *apiRelay
+	// stopServices stops the EndpointSlice informer of the hosts files.
+	stopServices chan struct{}
+	ownsDir      bool
+	cancel       context.CancelFunc
+	done         chan struct{}
+	runErr       error
+	stopOnce     chan struct{}
 }
 
 // Start registers the node and returns once it is Ready; it then runs
@@ -268,6 +278,14 @@ func (n *Node) setup() error {
 		port = ln.Addr().(*net.TCPAddr).Port
 	}
 	spec := n.nodeSpec(port, min(cfg.MaxPods, len(addrs.free)))
+	apiHost, apiPort := n.apiForPods()
+	var hosts *hostsTable
+	if n.net != nil {
+		hosts = &hostsTable{}
+		if n.relay != nil {
+			hosts.apiAddr = hostIP
+		}
+	}
 	newProv := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 		n.prov = newProvider(providerConfig{
 			HostIP: hostIP, Dir: cfg.Dir, BinDir: binDir, Net: n.net,
@@ -275,8 +293,9 @@ func (n *Node) setup() error {
 			Images:   cfg.Images, MaxLogBytes: cfg.MaxLogBytes,
 			BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, BackoffReset: 10 * time.Minute,
 			ShutdownGrace: cfg.ShutdownGrace, Logger: cfg.Logger.With("node", cfg.Name),
-			Env:    envSources{configMaps: pc.ConfigMaps, secrets: pc.Secrets},
-			Remove: n.removePod,
+			Env:    envSources{configMaps: pc.ConfigMaps, secrets: pc.Secrets, client: cfg.Client},
+			Remove: n.removePod, APIHost: apiHost, APIPort: apiPort, Hosts: hosts,
+			Allocatable: spec.Status.Allocatable,
 		}, addrs)
 		return n.prov, nil, nil
 	}
@@ -293,6 +312,9 @@ func (n *Node) setup() error {
 		}
 		return err
 	}
+	if hosts != nil {
+		n.watchServices()
+	}
 	if ln != nil {
 		h := api.PodHandler(api.PodHandlerConfig{
 			RunInContainer:    n.prov.RunInContainer,
@@ -308,6 +330,60 @@ func (n *Node) setup() error {
 		go func() { _ = n.srv.Serve(ln) }()
 	}
 	return nil
+}
+
+// apiForPods is where pods reach the API server: the relay, by the name
+// its certificate holds and the pods' hosts files give the relay's address
+// (the address itself is not in the certificate), or the API server itself
+// on loopback when the pods share the host's network.
+func (n *Node) apiForPods() (host, port string) {
+	switch {
+	case n.relay != nil:
+		_, port, _ = net.SplitHostPort(n.relay.Addr())
+		return apiServerName, port
+	case n.net == nil && n.cfg.APIServer != "":
+		host, port, _ = net.SplitHostPort(n.cfg.APIServer)
+		return host, port
+	}
+	return "", ""
+}
+
+// apiServerName is the API server's name for pods: one its serving
+// certificate holds (pkg/localcluster issues it for kubernetes,
+// kubernetes.default and kubernetes.default.svc).
+const apiServerName = "kubernetes.default.svc"
+
+// watchServices keeps the pods' hosts files in step with the cluster's
+// EndpointSlices until the node stops.
+func (n *Node) watchServices() {
+	f := informers.NewSharedInformerFactory(n.cfg.Client, 10*time.Minute)
+	inf := f.Discovery().V1().EndpointSlices()
+	wake := make(chan struct{}, 1)
+	poke := func(any) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, o any) { poke(o) }})
+	stop := make(chan struct{})
+	n.stopServices = stop
+	f.Start(stop)
+	lister := inf.Lister()
+	go func() {
+		if !cache.WaitForCacheSync(stop, inf.Informer().HasSynced) {
+			return
+		}
+		for {
+			n.prov.refreshHosts(lister)
+			select {
+			case <-stop:
+				return
+			case <-wake:
+			}
+		}
+	}()
 }
 
 // claimAddresses claims a /24 no other node on the machine uses: of
@@ -453,6 +529,9 @@ func (n *Node) Stop() error {
 }
 
 func (n *Node) cleanup() {
+	if n.stopServices != nil {
+		close(n.stopServices)
+	}
 	if n.srv != nil {
 		_ = n.srv.Close()
 	}

@@ -23,15 +23,20 @@ type podRun struct {
 	netns string     // the pod's network namespace, "" when it shares the host's
 	dir   string
 
-	mu       sync.Mutex
-	pod      *corev1.Pod // the latest from Kubernetes; its status is built by snapshot
-	started  metav1.Time
-	refused  string // why the node refused the pod; it is Failed
-	cs       []*container
-	conds    map[corev1.PodConditionType]corev1.PodCondition
-	stopping bool
-	deleted  bool // stopped by DeletePod, not by the node stopping
-	stopAt   time.Time
+	mu      sync.Mutex
+	pod     *corev1.Pod // the latest from Kubernetes; its status is built by snapshot
+	started metav1.Time
+	refused string // why the node refused the pod; it is Failed
+	notice  string // what the node could not give the pod, for its status message
+	vols    *podVolumes
+	// hostsGone is set once the pod's hosts file is removed, so no
+	// refresh writes it again.
+	hostsGone bool
+	cs        []*container
+	conds     map[corev1.PodConditionType]corev1.PodCondition
+	stopping  bool
+	deleted   bool // stopped by DeletePod, not by the node stopping
+	stopAt    time.Time
 
 	stopCh    chan struct{} // closed when the pod is to stop: SIGTERM
 	killCh    chan struct{} // closed when its grace period is over: SIGKILL
@@ -135,8 +140,13 @@ func (r *podRun) finish() {
 		remove(r.snapshot())
 	}
 	if r.netns != "" {
+		r.mu.Lock()
+		r.hostsGone = true
+		removeHosts(r.netns)
+		r.mu.Unlock()
 		r.p.cfg.Net.delPod(r.ip)
 	}
+	removeMemoryDirs(r.dir)
 	if r.ip.IsValid() {
 		if err := r.p.addrs.put(r.ip); err != nil {
 			r.p.cfg.Logger.Error("freeing a pod address", "pod", r.key, "err", err)
@@ -188,6 +198,9 @@ func (r *podRun) snapshot() *corev1.Pod {
 		st.Phase = corev1.PodRunning
 	default:
 		st.Phase = corev1.PodPending
+	}
+	if r.refused == "" {
+		st.Message = r.notice
 	}
 	ready := allReady && !r.stopping
 	r.setCondition(corev1.PodInitialized, true)

@@ -29,11 +29,12 @@ var probeClient = &http.Client{Transport: &http.Transport{
 
 // probeTarget is what a probe needs of its container.
 type probeTarget struct {
-	ip    string
-	ports []corev1.ContainerPort
-	env   []string
-	dir   string
-	netns string // exec probes run in the pod's network namespace
+	ip     string
+	ports  []corev1.ContainerPort
+	env    []string
+	dir    string
+	netns  string  // exec probes run in the pod's network namespace
+	mounts []mount // with the container's mounts
 }
 
 func (t probeTarget) port(p intstr.IntOrString) (int, error) {
@@ -119,7 +120,7 @@ func runProbe(ctx context.Context, p *corev1.Probe, t probeTarget) error {
 			if err != nil {
 				return err
 			}
-			if _, argv, err = netnsArgv(t.netns, path, argv); err != nil {
+			if _, argv, err = netnsArgv(t.netns, path, argv, t.mounts); err != nil {
 				return err
 			}
 		}

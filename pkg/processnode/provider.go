@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -35,6 +36,15 @@ type providerConfig struct {
 	Logger        *slog.Logger
 	Env           envSources
 	Net           *podNet // when set, each pod gets a network namespace on it
+	// APIHost and APIPort are where the pods reach the API server
+	// (KUBERNETES_SERVICE_HOST and _PORT), "" when they do not.
+	APIHost, APIPort string
+	// Hosts is what the pods' hosts files say (hosts.go); nil names no
+	// Service.
+	Hosts *hostsTable
+	// Allocatable is the node's, what a resourceFieldRef of a limit the
+	// container does not set gives.
+	Allocatable corev1.ResourceList
 	// Remove, when set, is called once a deleted pod's processes are gone,
 	// to remove the pod object as a kubelet does (not on node shutdown).
 	Remove func(pod *corev1.Pod)
@@ -105,6 +115,10 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 		r.loops.Add(1)
 		go c.loop()
 	}
+	if r.refused == "" && len(pod.Spec.Volumes) > 0 {
+		r.loops.Add(1)
+		go r.keepVolumes()
+	}
 	go r.finish()
 	p.markDirty(r)
 	return nil
@@ -137,16 +151,30 @@ func (p *Provider) prepare(r *podRun) string {
 		}
 		r.netns = ns
 	}
-	vols, err := p.cfg.Env.secretVolumes(pod, r.dir)
+	if r.netns != "" {
+		r.writeHostsLocked()
+	}
+	w := r.volumeWriter(true)
+	vols, err := w.write(context.Background())
 	if err != nil {
 		return err.Error()
 	}
+	r.vols = vols
 	base := []string{"PATH=" + p.cfg.BinDir + string(filepath.ListSeparator) + p.cfg.BasePath,
 		"HOME=" + r.dir, "HOSTNAME=" + pod.Name}
+	if p.cfg.APIHost != "" {
+		base = append(base, "KUBERNETES_SERVICE_HOST="+p.cfg.APIHost, "KUBERNETES_SERVICE_PORT="+p.cfg.APIPort,
+			"KUBERNETES_SERVICE_PORT_HTTPS="+p.cfg.APIPort)
+	}
 	var cs []*container
 	for i := range pod.Spec.Containers {
 		spec := pod.Spec.Containers[i]
-		env, err := p.cfg.Env.containerEnv(pod, &spec, ip.String(), p.cfg.HostIP, base)
+		cbase := base
+		if _, fn := gantryFn(spec.Image); fn && len(spec.Command) == 0 {
+			// Knative's user-container contract: $PORT, 8080 by default.
+			cbase = append(slices.Clone(base), "PORT=8080")
+		}
+		env, err := p.cfg.Env.containerEnv(pod, &spec, ip.String(), p.cfg.HostIP, cbase, p.cfg.Allocatable)
 		if err != nil {
 			return fmt.Sprintf("container %s: %v", spec.Name, err)
 		}
@@ -156,11 +184,28 @@ func (p *Provider) prepare(r *podRun) string {
 				return fmt.Sprintf("container %s: %v", spec.Name, err)
 			}
 		}
-		c := &container{r: r, spec: spec, env: remapMounts(env, spec.VolumeMounts, vols)}
+		mounts, err := containerMounts(pod, &spec, vols.paths, env)
+		if err != nil {
+			return fmt.Sprintf("container %s: %v", spec.Name, err)
+		}
+		if r.netns != "" {
+			if err := makeMountPoints(mounts); err != nil {
+				return fmt.Sprintf("container %s: %v", spec.Name, err)
+			}
+		} else {
+			env = remapMounts(env, spec.VolumeMounts, vols.paths)
+		}
+		c := &container{r: r, spec: spec, env: env, mounts: mounts}
 		c.status = corev1.ContainerStatus{Name: spec.Name, Image: spec.Image, ImageID: "processnode://" + spec.Image,
 			State:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 			Started: ptrBool(false)}
 		cs = append(cs, c)
+	}
+	if r.netns == "" {
+		r.notice = unmounted(cs)
+		for _, c := range cs {
+			c.mounts = nil
+		}
 	}
 	r.cs = cs
 	return ""

@@ -3,6 +3,7 @@ package processnode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -187,7 +188,9 @@ func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 		t.Errorf("last termination %+v, want the liveness failure; its log:\n%s", last, b)
 	}
 	if alive(containerPid(t, first)) {
-		t.Error("the first run's process is still alive")
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", containerPid(t, first)))
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", containerPid(t, first)))
+		t.Errorf("the first run's process is still alive: %q %s", b, st)
 	}
 }
 

@@ -1,9 +1,11 @@
 package processnode
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,11 +32,13 @@ func TestSecretVolumesAreWrittenAndTheirPathsRemapped(t *testing.T) {
 				Items:                []corev1.KeyToPath{{Key: "db", Path: "db"}}}}}}}},
 			{Name: "cfg", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}}
 	dir := t.TempDir()
-	vols, err := src.secretVolumes(pod, dir)
+	w := &volumeWriter{src: src, pod: pod, dir: dir, now: time.Now}
+	pv, err := w.write(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vols) != 1 || vols["s"] != filepath.Join(dir, "volumes", "s") {
+	vols := pv.paths
+	if len(vols) != 2 || vols["s"] != filepath.Join(dir, "volumes", "s") || vols["cfg"] != filepath.Join(dir, "volumes", "cfg") {
 		t.Fatalf("volumes %v", vols)
 	}
 	b, err := os.ReadFile(filepath.Join(vols["s"], "db"))
@@ -47,9 +51,9 @@ func TestSecretVolumesAreWrittenAndTheirPathsRemapped(t *testing.T) {
 	if st, _ := os.Stat(filepath.Join(vols["s"], "db")); st.Mode().Perm() != 0o400 {
 		t.Fatalf("mode %v", st.Mode())
 	}
-	env := remapMounts([]string{"A=/var/openfaas/secrets", "B=/var/openfaas/secrets/db", "C=/var/openfaas/secretsX", "D=x"},
+	env := remapMounts([]string{"A=/var/openfaas/secrets", "B=/var/openfaas/secrets/db", "C=/var/openfaas/secretsX", "D=x", "E=/etc/cfg/f"},
 		[]corev1.VolumeMount{{Name: "s", MountPath: "/var/openfaas/secrets"}, {Name: "cfg", MountPath: "/etc/cfg"}}, vols)
-	want := []string{"A=" + vols["s"], "B=" + vols["s"] + "/db", "C=/var/openfaas/secretsX", "D=x"}
+	want := []string{"A=" + vols["s"], "B=" + vols["s"] + "/db", "C=/var/openfaas/secretsX", "D=x", "E=" + vols["cfg"] + "/f"}
 	for i := range want {
 		if env[i] != want[i] {
 			t.Fatalf("env %v, want %v", env, want)
@@ -57,7 +61,7 @@ func TestSecretVolumesAreWrittenAndTheirPathsRemapped(t *testing.T) {
 	}
 
 	pod.Spec.Volumes[0].Projected.Sources[0].Secret.Name = "missing"
-	if _, err := src.secretVolumes(pod, dir); err == nil {
+	if _, err := w.write(context.Background()); err == nil {
 		t.Fatal("a missing secret was not refused")
 	}
 }

@@ -1,0 +1,189 @@
+package processnode
+
+// Names. There is no kube-proxy and no cluster DNS: a ClusterIP answers
+// nothing (netns.go). So each pod with a network namespace gets a hosts
+// file of its own, /etc/netns/<namespace>/hosts, which `ip netns exec`
+// bind-mounts over /etc/hosts for its programs. It names:
+//
+//   - the pod itself (its name at its address) and localhost;
+//   - the API server, as kubernetes.default.svc.cluster.local,
+//     kubernetes.default.svc and kubernetes.default (and kubernetes in the
+//     namespace default), at the node's API relay (apirelay.go);
+//   - every Service with a ready endpoint, as <svc>.<ns>.svc.cluster.local,
+//     <svc>.<ns>.svc and <svc>.<ns> (and <svc> in the pod's own
+//     namespace), at the address of one ready endpoint of its
+//     EndpointSlices (the first in address order).
+//
+// A name leads to a pod's address, not to the Service's port: a client
+// reaches the endpoint on the port it dials, so this works for Services
+// whose port equals their targetPort (Knative's autoscaler:
+// ws://autoscaler.knative-serving.svc.cluster.local:8080, whose targetPort
+// is 8080), and for no other. The files follow the EndpointSlices: each is
+// rewritten in place (not renamed, so the bind mounts see the new content)
+// when what it says changes.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+)
+
+// etcNetns is where `ip netns exec` finds the files it mounts over /etc.
+var etcNetns = "/etc/netns"
+
+// hostsTable is what the pods' hosts files say about the cluster.
+type hostsTable struct {
+	apiAddr string // the API relay's address, "" when pods do not reach the API server
+
+	mu       sync.Mutex        // guards services
+	services map[string]string // "<svc>.<ns>" -> address
+}
+
+// serviceAddrs is, for each Service with a ready endpoint among the
+// slices, the address of its first ready endpoint.
+func serviceAddrs(slices []*discoveryv1.EndpointSlice) map[string]string {
+	cands := map[string][]string{}
+	for _, s := range slices {
+		svc := s.Labels[discoveryv1.LabelServiceName]
+		if svc == "" || s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			if len(ep.Addresses) > 0 {
+				key := svc + "." + s.Namespace
+				cands[key] = append(cands[key], ep.Addresses[0])
+			}
+		}
+	}
+	out := make(map[string]string, len(cands))
+	for k, addrs := range cands {
+		sort.Strings(addrs)
+		out[k] = addrs[0]
+	}
+	return out
+}
+
+// set replaces the Services' addresses; it reports whether they changed.
+func (h *hostsTable) set(m map[string]string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(m) == len(h.services) {
+		same := true
+		for k, v := range m {
+			if h.services[k] != v {
+				same = false
+				break
+			}
+		}
+		if same {
+			return false
+		}
+	}
+	h.services = m
+	return true
+}
+
+// render is the hosts file of pod name in namespace ns at podIP.
+func (h *hostsTable) render(ns, name, podIP string) []byte {
+	var b bytes.Buffer
+	b.WriteString("# written by the process node for pod " + ns + "/" + name + "\n")
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	fmt.Fprintf(&b, "%s\t%s\n", podIP, name)
+	if h == nil {
+		return b.Bytes()
+	}
+	line := func(addr, svc, sns string) {
+		fmt.Fprintf(&b, "%s\t%s.%s.svc.cluster.local %s.%s.svc %s.%s", addr, svc, sns, svc, sns, svc, sns)
+		if sns == ns {
+			b.WriteString(" " + svc)
+		}
+		b.WriteByte('\n')
+	}
+	if h.apiAddr != "" {
+		line(h.apiAddr, "kubernetes", "default")
+	}
+	h.mu.Lock()
+	keys := make([]string, 0, len(h.services))
+	for k := range h.services {
+		if k != "kubernetes.default" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		svc, sns, _ := strings.Cut(k, ".")
+		line(h.services[k], svc, sns)
+	}
+	h.mu.Unlock()
+	return b.Bytes()
+}
+
+// hostsPath is the hosts file of the pod in network namespace netns.
+func hostsPath(netns string) string { return filepath.Join(etcNetns, netns, "hosts") }
+
+// writeHosts writes the pod's hosts file in place when it changed.
+func writeHosts(netns string, content []byte) error {
+	p := hostsPath(netns)
+	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, content) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	// In place: the pods' bind mounts hold this file, not its name.
+	return os.WriteFile(p, content, 0o644)
+}
+
+// removeHosts removes the pod's folder under /etc/netns.
+func removeHosts(netns string) { _ = os.RemoveAll(filepath.Join(etcNetns, netns)) }
+
+// refreshHosts recomputes the Services' addresses from the slices and
+// rewrites every pod's hosts file if they changed.
+func (p *Provider) refreshHosts(lister discoverylisters.EndpointSliceLister) {
+	slices, err := lister.List(labels.Everything())
+	if err != nil {
+		p.cfg.Logger.Warn("listing EndpointSlices", "err", err)
+		return
+	}
+	if !p.cfg.Hosts.set(serviceAddrs(slices)) {
+		return
+	}
+	p.mu.Lock()
+	runs := make([]*podRun, 0, len(p.pods))
+	for _, r := range p.pods {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	for _, r := range runs {
+		r.writeHosts()
+	}
+}
+
+// writeHosts writes the pod's hosts file, if it has a network namespace
+// and has not stopped. The pod's lock is held throughout, so the file is
+// never written again once finish has removed it.
+func (r *podRun) writeHosts() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writeHostsLocked()
+}
+
+func (r *podRun) writeHostsLocked() {
+	if r.netns == "" || r.hostsGone || !r.ip.IsValid() {
+		return
+	}
+	if err := writeHosts(r.netns, r.p.cfg.Hosts.render(r.pod.Namespace, r.pod.Name, r.ip.String())); err != nil {
+		r.p.cfg.Logger.Warn("writing a pod's hosts file", "pod", r.key, "err", err)
+	}
+}
