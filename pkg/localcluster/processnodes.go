@@ -38,12 +38,20 @@ func (o Options) validateProcessNodes() error {
 }
 
 // controllers are the controller manager's controllers: the EndpointSlice
-// controller too when process nodes run, since their pods serve traffic.
+// controller too when process nodes run, since their pods serve traffic,
+// and the ClusterRole aggregation controller with Knative.
 func (c *Cluster) controllers() []string {
 	if c.opts.ProcessNodes == 0 {
 		return controllers
 	}
-	return append(slices.Clone(controllers), "endpointslice-controller")
+	out := append(slices.Clone(controllers), "endpointslice-controller")
+	if c.opts.Knative {
+		// Knative's service accounts are bound to knative-serving-admin,
+		// an aggregated ClusterRole: without this controller it has no
+		// rules and every component is refused.
+		out = append(out, "clusterrole-aggregation-controller")
+	}
+	return out
 }
 
 // writeKubeletClientCert writes the certificate the API server presents to
