@@ -34,8 +34,8 @@ knative:
 	./hack/build-knative.sh
 
 # The README's test command: every test, race detector on, against a real
-# control plane.
-test: controlplane vet fmt-check
+# control plane (and Knative on it: pkg/knativeinstall's test).
+test: controlplane knative vet fmt-check
 	$(GO) test -race -count=1 -timeout 60m ./...
 
 # Unit tests only: skips the tests that need the control plane.
