@@ -144,6 +144,8 @@ type backendFlags struct {
 	// peers is the Service of a scaled-out gateway's replicas; podName
 	// this replica's pod.
 	peers, podName string
+	// knative: --knative-ingress reads the kubeconfig too.
+	knative bool
 	// Set by apply for a scaled-out gateway.
 	kube    kubernetes.Interface
 	ns      string
@@ -170,8 +172,8 @@ func (f *backendFlags) validate() error {
 	switch {
 	case f.kind != backendLocal && f.kind != backendKubernetes:
 		return usagef("--backend must be %s or %s, got %q", backendLocal, backendKubernetes, f.kind)
-	case f.kind == backendLocal && (f.kubeconfig != "" || f.namespace != "" || len(f.nodeSelector) > 0 || f.peers != ""):
-		return usagef("--kubeconfig, --namespace, --node-selector and --peers need --backend %s", backendKubernetes)
+	case f.kind == backendLocal && ((f.kubeconfig != "" && !f.knative) || f.namespace != "" || len(f.nodeSelector) > 0 || f.peers != ""):
+		return usagef("--kubeconfig, --namespace, --node-selector and --peers need --backend %s (--kubeconfig also goes with --knative-ingress)", backendKubernetes)
 	case f.peers != "" && f.podName == "":
 		return usagef("--peers needs this replica's pod name: --pod-name, or $POD_NAME from the downward API")
 	}
@@ -241,6 +243,7 @@ func newServeCmd() *cobra.Command {
 		pf                   platformFlags
 		bf                   backendFlags
 		af                   asyncFlags
+		kf                   knativeIngressFlags
 		addr, stackFile      string
 		stateDir             string
 		basicAuth, tokenFile string
@@ -253,10 +256,14 @@ func newServeCmd() *cobra.Command {
 			if err := pf.validate(); err != nil {
 				return err
 			}
+			bf.knative = kf.enabled
 			if err := bf.validate(); err != nil {
 				return err
 			}
 			if err := af.validate(); err != nil {
+				return err
+			}
+			if err := kf.validate(); err != nil {
 				return err
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -288,9 +295,12 @@ func newServeCmd() *cobra.Command {
 			} else {
 				logger.Warn("management routes are open: pass --basic-auth-file or --token-file to protect them")
 			}
+			if err := kf.start(bf.kubeconfig, logger); err != nil {
+				return err
+			}
 			srv, err := gateway.Start(cmd.Context(), cfg)
 			if err != nil {
-				return err
+				return errors.Join(err, kf.shutdown(context.Background()))
 			}
 			logger.Info("gateway listening", "url", srv.URL(), "policy", pf.policy, "functions", len(srv.D.Functions()))
 			// A leader keeps its Lease while it drains, so no other replica
@@ -325,12 +335,15 @@ func newServeCmd() *cobra.Command {
 				case <-again:
 					logger.Info("second signal: answering open requests and stopping now")
 					srv.Hurry()
+					kf.hurry()
 				case <-drained:
 				}
 			}()
 			dctx, cancel := context.WithTimeout(context.Background(), pf.drainTimeout)
 			defer cancel()
-			err = srv.Shutdown(dctx)
+			ingressDone := make(chan error, 1)
+			go func() { ingressDone <- kf.shutdown(dctx) }()
+			err = errors.Join(srv.Shutdown(dctx), <-ingressDone)
 			stopCampaign()
 			if bf.peers != "" {
 				<-done
@@ -341,6 +354,7 @@ func newServeCmd() *cobra.Command {
 	pf.register(cmd)
 	bf.register(cmd)
 	af.register(cmd)
+	kf.register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&stateDir, "state-dir", "", "the gateway's state folder: what must survive a restart (default $XDG_STATE_HOME/gantry/HOST_PORT or ~/.local/state/gantry/HOST_PORT, from --addr); one gateway per folder")

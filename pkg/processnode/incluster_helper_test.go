@@ -26,7 +26,7 @@ const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 // pod through client-go's in-cluster config (the token and CA at their
 // mountPath, KUBERNETES_SERVICE_HOST/PORT, the API relay); a config map,
 // secret and downward-API volume at their mountPaths (and that they are
-// read-only, the emptyDir not); the downward-API env; and $RESOLVE, a
+// read-only, the emptyDir not), under $MOUNTS; the downward-API env; and $RESOLVE, a
 // Service's name, through its hosts file, fetching / from it at $PORT.
 func inClusterMain() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -53,12 +53,13 @@ func inClusterMain() int {
 		return 1
 	}
 	fmt.Println("own pod uid:", self.UID)
-	for _, f := range []string{"/etc/cfg/greeting", "/etc/sec/password", "/etc/podinfo/labels", "/etc/podinfo/cpu-limit"} {
-		b, err := os.ReadFile(f)
+	mnt := os.Getenv("MOUNTS")
+	for _, f := range []string{"cfg/greeting", "sec/password", "podinfo/labels", "podinfo/cpu-limit"} {
+		b, err := os.ReadFile(filepath.Join(mnt, f))
 		fmt.Printf("file %s: %q %v\n", f, b, err)
 	}
-	for _, d := range []string{"/etc/cfg", "/scratch"} {
-		err := os.WriteFile(filepath.Join(d, "x"), []byte("x"), 0o644)
+	for _, d := range []string{"cfg", "scratch"} {
+		err := os.WriteFile(filepath.Join(mnt, d, "x"), []byte("x"), 0o644)
 		fmt.Printf("write %s: erofs=%v ok=%v\n", d, errors.Is(err, syscall.EROFS), err == nil)
 	}
 	for _, k := range []string{"POD_NAME", "POD_NAMESPACE", "POD_UID", "POD_IP", "POD_IPS", "HOST_IP", "NODE_NAME", "SA_NAME", "LABEL_APP", "ANNOTATION_NOTE", "MEM_REQUEST_MI"} {

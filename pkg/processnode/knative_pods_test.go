@@ -3,6 +3,7 @@ package processnode_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,13 @@ func TestKnativeShapedPod(t *testing.T) {
 		Ports:    []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
 	create("service", err)
 
-	client := clientPod(ns)
+	// The mount points are made under a folder of the test's, which goes
+	// with it; the node creates the ones that do not exist.
+	mnt := t.TempDir()
+	if err := os.Mkdir(filepath.Join(mnt, "cfg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	client := clientPod(ns, mnt)
 	_, err = kc.CoreV1().Pods(ns).Create(ctx, client, metav1.CreateOptions{})
 	create("client pod", err)
 	// The backend comes after the client runs, so the client's hosts file
@@ -123,12 +130,12 @@ func TestKnativeShapedPod(t *testing.T) {
 	}
 	for _, want := range []string{
 		"own pod uid: " + string(pod.UID),
-		`file /etc/cfg/greeting: "hello" <nil>`,
-		`file /etc/sec/password: "hunter2" <nil>`,
-		`file /etc/podinfo/labels: "app=\"client\"\ntier=\"kn\"" <nil>`,
-		`file /etc/podinfo/cpu-limit: "250" <nil>`,
-		"write /etc/cfg: erofs=true ok=false",
-		"write /scratch: erofs=false ok=true",
+		`file cfg/greeting: "hello" <nil>`,
+		`file sec/password: "hunter2" <nil>`,
+		`file podinfo/labels: "app=\"client\"\ntier=\"kn\"" <nil>`,
+		`file podinfo/cpu-limit: "250" <nil>`,
+		"write cfg: erofs=true ok=false",
+		"write scratch: erofs=false ok=true",
 		"env POD_NAME: client\n", "env POD_NAMESPACE: kn\n", "env POD_UID: " + string(pod.UID) + "\n",
 		"env POD_IP: " + pod.Status.PodIP + "\n", "env POD_IPS: " + pod.Status.PodIP + "\n",
 		"env HOST_IP: " + pod.Status.HostIP + "\n", "env NODE_NAME: " + pod.Spec.NodeName + "\n",
@@ -177,7 +184,7 @@ func fieldEnv(name, path string) corev1.EnvVar {
 }
 
 // clientPod runs the helper's in-cluster checks once.
-func clientPod(ns string) *corev1.Pod {
+func clientPod(ns, mnt string) *corev1.Pod {
 	mi := resource.MustParse("1Mi")
 	milli := resource.MustParse("1m")
 	return &corev1.Pod{
@@ -189,7 +196,7 @@ func clientPod(ns string) *corev1.Pod {
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
 			Env: []corev1.EnvVar{
-				{Name: "PROCESSNODE_TEST_HELPER", Value: "incluster"},
+				{Name: "PROCESSNODE_TEST_HELPER", Value: "incluster"}, {Name: "MOUNTS", Value: mnt},
 				{Name: "RESOLVE", Value: "backend." + ns + ".svc.cluster.local"}, {Name: "PORT", Value: "8080"},
 				fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 				fieldEnv("POD_UID", "metadata.uid"), fieldEnv("POD_IP", "status.podIP"), fieldEnv("POD_IPS", "status.podIPs"),
@@ -200,8 +207,8 @@ func clientPod(ns string) *corev1.Pod {
 					Resource: "requests.memory", Divisor: mi}}},
 			},
 			VolumeMounts: []corev1.VolumeMount{
-				{Name: "cfg", MountPath: "/etc/cfg"}, {Name: "sec", MountPath: "/etc/sec"},
-				{Name: "podinfo", MountPath: "/etc/podinfo"}, {Name: "scratch", MountPath: "/scratch"},
+				{Name: "cfg", MountPath: mnt + "/cfg"}, {Name: "sec", MountPath: mnt + "/sec"},
+				{Name: "podinfo", MountPath: mnt + "/podinfo"}, {Name: "scratch", MountPath: mnt + "/scratch"},
 			},
 		}}, Volumes: []corev1.Volume{
 			{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

@@ -1,0 +1,114 @@
+package knativeingress
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"gantry.dev/gantry/pkg/localcluster"
+)
+
+// conformanceEnv names the folder hack/knative-conformance/build.sh
+// fills: conformance.test (Knative's KIngress conformance suite) and
+// images/<name> (its test images as programs). Without it the suite is
+// not run.
+const conformanceEnv = "GANTRY_KNATIVE_CONFORMANCE"
+
+// conformanceRepo is the image repository the suite is told its test
+// images are in; the process node maps each to its program.
+const conformanceRepo = "dev.local/kni"
+
+// conformanceImages maps the suite's test images to the programs the
+// build made, for the process node (nil without conformanceEnv).
+func conformanceImages() map[string][]string {
+	dir := os.Getenv(conformanceEnv)
+	if dir == "" {
+		return nil
+	}
+	m := map[string][]string{}
+	for _, name := range []string{"runtime", "timeout", "wsserver", "grpc-ping", "httpproxy", "retry"} {
+		m[conformanceRepo+"/"+name+":latest"] = []string{filepath.Join(dir, "images", name)}
+	}
+	return m
+}
+
+// conformanceNodePort is the external listener's port during the suite:
+// the suite dials --ingressendpoint at the node port of the Service its
+// public load balancer names, so the two are the same number.
+const conformanceNodePort = 31080
+
+// TestKnativeIngressConformance runs Knative's KIngress conformance suite
+// against this ingress, when $GANTRY_KNATIVE_CONFORMANCE says where it
+// is built (hack/knative-conformance/run.sh), and logs every test's
+// result.
+func TestKnativeIngressConformance(t *testing.T) {
+	dir := os.Getenv(conformanceEnv)
+	if dir == "" {
+		t.Skip("$" + conformanceEnv + " is not set: hack/knative-conformance/run.sh builds and runs the suite")
+	}
+	e := setup(t)
+	ctx := context.Background()
+	for _, ns := range []string{"serving-tests", DefaultSystemNamespace} {
+		if _, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	// The Services the load balancers name: the public one a NodePort
+	// at the external listener's port, as the suite dials it.
+	pub := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "gantry-ingress"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: conformanceNodePort}}}}
+	if _, err := e.kube.CoreV1().Services(DefaultSystemNamespace).Create(ctx, pub, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	s, err := Start(Config{Kube: e.kube, Dynamic: e.dyn}, fmt.Sprintf("127.0.0.1:%d", conformanceNodePort), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(sctx)
+	})
+	args := []string{"-test.v", "-test.run", "TestIngressConformance", "-test.timeout", "30m",
+		"-kubeconfig", localcluster.Shared(t).KubeconfigPath(), "-ingressendpoint", "127.0.0.1",
+		"-ingressClass", Class, "-dockerrepo", conformanceRepo, "-enable-beta", "-enable-alpha"}
+	cmd := exec.Command(filepath.Join(dir, "conformance.test"), args...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.Create(filepath.Join(dir, "conformance.log"))
+	defer log.Close()
+	result := regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (TestIngressConformance/\S+)`)
+	var summary []string
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(log, line)
+		if m := result.FindStringSubmatch(line); m != nil && strings.Count(m[2], "/") == 1 {
+			summary = append(summary, m[1]+" "+strings.TrimPrefix(m[2], "TestIngressConformance/"))
+		}
+	}
+	werr := cmd.Wait()
+	t.Logf("conformance (log: %s):\n%s", filepath.Join(dir, "conformance.log"), strings.Join(summary, "\n"))
+	if werr != nil {
+		t.Errorf("conformance suite: %v", werr)
+	}
+}
