@@ -149,10 +149,7 @@ func newClusterServeCmd() *cobra.Command {
 				}
 				opts.Programs = map[string]string{"gantry": self}
 			}
-			// TODO(issue 19 part 3): with --knative, start Gantry's KIngress
-			// (`gantry serve --knative-ingress`, pkg/knativeingress) on
-			// f.ingress once the cluster is ready, and stop it with the
-			// cluster; until it lands nothing listens there.
+			opts.KnativeIngress = f.ingress // Gantry's Knative ingress, in the cluster's process
 			return localcluster.Serve(cmd.Context(), opts)
 		},
 	}

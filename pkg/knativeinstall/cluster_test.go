@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
+
 	"net/http"
 	"os"
 	"strings"
@@ -43,8 +43,9 @@ func TestMain(m *testing.M) {
 // Deployments on the process node and its webhook admits Services; the
 // webhook also refuses what Knative's validation refuses (a check no CRD
 // schema makes), and the configuration is the rendered one. Then a Knative
-// Service's Revision gets Ready on the process node, its pod answering
-// through Knative's queue-proxy.
+// Service gets Ready, its pod (user container and queue-proxy) on the
+// process node, and answers through Gantry's Knative ingress by its host
+// name.
 //
 // `make test` builds Knative first (the Makefile's test target depends on
 // knative), so a missing build fails; the test needs root for the process
@@ -67,7 +68,8 @@ func TestKnativeGetsReadyOnTheLocalControlPlane(t *testing.T) {
 	}
 	c, err := localcluster.Start(ctx, localcluster.Options{
 		ProcessNodes: 1, Scheduler: true, ControllerManager: true, Knative: true,
-		Programs: map[string]string{"knative-test-server": self},
+		Programs:       map[string]string{"knative-test-server": self},
+		KnativeIngress: "127.0.0.1:0",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -119,17 +121,16 @@ func TestKnativeGetsReadyOnTheLocalControlPlane(t *testing.T) {
 		t.Errorf("a Service with min-scale -1: %v, want the webhook's refusal naming min-scale", err)
 	}
 
-	if got := serveThroughKnative(ctx, t, client, dyn); got != "knative-test:ping" {
-		t.Errorf("the Revision's pod answered %q through queue-proxy, want %q", got, "knative-test:ping")
+	serveThroughKnative(ctx, t, client, dyn)
+	if got := post(ctx, t, "http://"+c.KnativeIngressAddr()+"/", "hello.default."+knativeinstall.DefaultDomain); got != "knative-test:ping" {
+		t.Errorf("through Gantry's Knative ingress: %q, want %q", got, "knative-test:ping")
 	}
 }
 
-var revisionGVR = knativeinstall.KnativeServiceGVR.GroupVersion().WithResource("revisions")
-
 // serveThroughKnative creates a Knative Service running this test binary
-// as its user container and returns the body its pod answers through
-// queue-proxy (the pod's port 8012) once its Revision is Ready.
-func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface) string {
+// as its user container and returns once the Service is Ready, its pod on
+// the process node.
+func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface) {
 	t.Helper()
 	svc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "serving.knative.dev/v1",
@@ -149,7 +150,7 @@ func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.In
 	const rev = "hello-00001"
 	var last string
 	for {
-		u, err := dyn.Resource(revisionGVR).Namespace("default").Get(ctx, rev, metav1.GetOptions{})
+		u, err := dyn.Resource(knativeinstall.KnativeServiceGVR).Namespace("default").Get(ctx, "hello", metav1.GetOptions{})
 		if err == nil && readyCondition(u) == "True" {
 			break
 		}
@@ -160,7 +161,7 @@ func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.In
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("Revision %s not Ready: %v; last: %s", rev, ctx.Err(), last)
+			t.Fatalf("Knative Service hello not Ready: %v; last: %s", ctx.Err(), last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -172,18 +173,25 @@ func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.In
 	if pod.Spec.NodeName != localcluster.ProcessNodeName(0) || pod.Status.PodIP == "" {
 		t.Fatalf("pod %s on %q at %q, want the process node and an address", pod.Name, pod.Spec.NodeName, pod.Status.PodIP)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(pod.Status.PodIP, "8012")+"/", strings.NewReader("ping"))
+}
+
+// post sends "ping" to url with the Host host and returns the answer's body.
+func post(ctx context.Context, t *testing.T, url, host string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("ping"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Host = host
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("POST %s (Host %s): %v", url, host, err)
+		return ""
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("through queue-proxy: %s %s", resp.Status, body)
+		t.Errorf("POST %s (Host %s): %s %s", url, host, resp.Status, body)
 	}
 	return string(body)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"gantry.dev/gantry/pkg/knativeingress"
 	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/processnode"
 )
@@ -47,6 +48,11 @@ type Options struct {
 	// KnativeDomain is the cluster's domain for Knative Services (default
 	// knativeinstall.DefaultDomain).
 	KnativeDomain string
+	// KnativeIngress, with Knative, is where Gantry's Knative ingress
+	// (pkg/knativeingress) serves Knative Services by their host names
+	// (host:port; its cluster-local listener takes a free port on
+	// 127.0.0.1); "" runs no ingress.
+	KnativeIngress string
 
 	Dir  string // working dir; a temp dir if empty (removed on Stop)
 	Port int    // kube-apiserver's port on 127.0.0.1; 0 picks a free one
@@ -102,6 +108,8 @@ type Cluster struct {
 	ca        *authority
 	pnodes    []*processnode.Node
 	pnodeLogs []*os.File
+	ingress   *knativeingress.Server
+	ingLog    *os.File
 
 	stopOnce sync.Once
 	stopErr  error
@@ -229,7 +237,7 @@ func (c *Cluster) teardown(grace time.Duration, keepLogs bool) error {
 	for i := min(len(c.procs), 2) - 1; i >= 0; i-- {
 		tiers = append(tiers, c.procs[i:i+1])
 	}
-	err := c.stopProcessNodes()
+	err := errors.Join(c.stopKnativeIngress(), c.stopProcessNodes())
 	var killed []string
 	for _, tier := range tiers {
 		killed = append(killed, stopTogether(tier, grace)...)

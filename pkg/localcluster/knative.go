@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
+	"os"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	"gantry.dev/gantry/pkg/knativeingress"
 	"gantry.dev/gantry/pkg/knativeinstall"
 )
 
@@ -21,6 +26,9 @@ const knativeTimeout = 5 * time.Minute
 func (o Options) validateKnative() error {
 	if o.Knative && o.ProcessNodes < 1 {
 		return errors.New("localcluster: Knative needs a process node (its components run there as pods)")
+	}
+	if o.KnativeIngress != "" && !o.Knative {
+		return errors.New("localcluster: a Knative ingress needs Knative")
 	}
 	if o.KnativeDomain != "" {
 		if errs := validation.IsDNS1123Subdomain(o.KnativeDomain); len(errs) > 0 {
@@ -66,5 +74,59 @@ func (c *Cluster) installKnative(ctx context.Context) error {
 		return fmt.Errorf("Knative did not get ready: %w (the process node's log %s has its pods' failures)", err, c.path("logs", ProcessNodeName(0)+".log"))
 	}
 	c.progress("Knative ready in %.1f s: controller, webhook, autoscaler and activator Available, the webhook admitting Services", time.Since(t0).Seconds())
+	return c.startKnativeIngress()
+}
+
+// startKnativeIngress runs Gantry's Knative ingress in this process at
+// Options.KnativeIngress, its log in logs/knative-ingress.log.
+func (c *Cluster) startKnativeIngress() error {
+	if c.opts.KnativeIngress == "" {
+		return nil
+	}
+	rc := c.RESTConfig()
+	rc.QPS, rc.Burst = 50, 100
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(c.path("logs", "knative-ingress.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	srv, err := knativeingress.Start(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: slog.New(slog.NewTextHandler(logf, nil))},
+		c.opts.KnativeIngress, "127.0.0.1:0")
+	if err != nil {
+		logf.Close()
+		return fmt.Errorf("Knative ingress at %s: %w", c.opts.KnativeIngress, err)
+	}
+	c.ingress, c.ingLog = srv, logf
+	c.progress("Knative ingress (class %s) at http://%s, cluster-local at http://%s", knativeingress.Class, srv.ExternalAddr(), srv.LocalAddr())
 	return nil
+}
+
+// KnativeIngressAddr is where the Knative ingress serves Services by their
+// host names, "" without one.
+func (c *Cluster) KnativeIngressAddr() string {
+	if c.ingress == nil {
+		return ""
+	}
+	return c.ingress.ExternalAddr()
+}
+
+// stopKnativeIngress stops the ingress first, so no request is proxied to a
+// pod being stopped; open requests get a second.
+func (c *Cluster) stopKnativeIngress() error {
+	if c.ingress == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := c.ingress.Shutdown(ctx)
+	c.ingLog.Close()
+	c.ingress, c.ingLog = nil, nil
+	return err
 }

@@ -50,6 +50,11 @@ func (c *Cluster) controllers() []string {
 		// an aggregated ClusterRole: without this controller it has no
 		// rules and every component is refused.
 		out = append(out, "clusterrole-aggregation-controller")
+		// Knative's serverless services read Endpoints objects (the
+		// activator's, the Revision's private Service's) and write the
+		// public Services' ones, which the ingress reads mirrored into
+		// EndpointSlices.
+		out = append(out, "endpoints-controller", "endpointslice-mirroring-controller")
 	}
 	return out
 }
