@@ -9,7 +9,7 @@
 # in the cache folder.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-version=$(awk '$1 == "knative.dev/networking" {print $2; exit}' "$here/go.mod")
+version=$(cd "$here" && go list -m -f '{{.Version}}' knative.dev/networking)
 out=${GANTRY_CACHE:-$HOME/.cache/gantry}/knative-conformance/$version
 mkdir -p "$out/images"
 cd "$here"

@@ -135,5 +135,8 @@ func controllerAppConfig(args string) (rtcontroller.AppConfig, error) {
 	if err := f.validate(); err != nil {
 		return rtcontroller.AppConfig{}, err
 	}
+	if f.knative || f.knativeFlagSet() != "" {
+		return rtcontroller.AppConfig{}, usagef("--knative is not for the in-process controller")
+	}
 	return f.app, nil
 }

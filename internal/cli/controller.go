@@ -1,15 +1,20 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/clientcmd"
 
+	gantryv1 "gantry.dev/gantry/api/v1alpha1"
+	"gantry.dev/gantry/pkg/knativert"
 	"gantry.dev/gantry/pkg/rtcontroller"
 	"gantry.dev/gantry/pkg/rtqueue"
 )
@@ -19,10 +24,24 @@ type controllerFlags struct {
 	priorityLimiter bool
 	threadTransport bool
 	app             rtcontroller.AppConfig
+	knative         bool
+	kn              knativert.RunConfig
+	flags           *pflag.FlagSet
+}
+
+// knativeFlagSet names a --knative-* flag that was given, if any.
+func (f *controllerFlags) knativeFlagSet() string {
+	for _, name := range []string{"knative-webhook-address", "knative-webhook-cert-dir", "knative-webhook-host", "knative-webhook-url"} {
+		if f.flags != nil && f.flags.Changed(name) {
+			return name
+		}
+	}
+	return ""
 }
 
 func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
+	f.flags = fs
 	a := &f.app
 	def := rtqueue.DefaultPoolConfig()
 	band := rtqueue.DefaultCriticalBand()
@@ -54,6 +73,11 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&a.Leader.LeaseDuration, "lease-duration", 8*time.Second, "how long a lease lasts without renewal")
 	fs.DurationVar(&a.Leader.RenewDeadline, "renew-deadline", 5*time.Second, "how long the leader retries renewing before giving up")
 	fs.DurationVar(&a.Leader.RetryPeriod, "retry-period", time.Second, "interval between lease attempts")
+	fs.BoolVar(&f.knative, "knative", false, "also back Knative Revisions that carry "+gantryv1.CriticalityAnnotation+" with RTResources: serve the mutating webhook of config/knative and reconcile their RTResources (docs/knative.md)")
+	fs.StringVar(&f.kn.Address, "knative-webhook-address", ":8443", "--knative: where the webhook listens (HTTPS)")
+	fs.StringVar(&f.kn.Serve.CertDir, "knative-webhook-cert-dir", "", "--knative: folder with tls.crt, tls.key and optionally ca.crt; empty makes a CA and certificate at start-up and puts the CA into the webhook configuration")
+	fs.StringSliceVar(&f.kn.Serve.Hosts, "knative-webhook-host", knativert.DefaultHosts, "--knative: DNS names and IP addresses of the generated certificate")
+	fs.StringVar(&f.kn.Serve.URL, "knative-webhook-url", "", "--knative: out of cluster, the URL the apiserver reaches the webhook at (https://127.0.0.1:8443/mutate); the controller then writes the webhook configuration with it. Empty: the configuration config/knative installed, with its Service")
 }
 
 // validate checks the flags and applies the ones that are not plain
@@ -73,6 +97,12 @@ func (f *controllerFlags) validate() error {
 		return usagef("--critical-kube-api-qps must be at least 0 and --critical-kube-api-burst positive, got %v and %d", a.Options.CriticalQPS, a.Options.CriticalBurst)
 	case a.Validate() != nil:
 		return usagef("bad worker pool or criticality flags: %v", a.Validate())
+	case !f.knative && f.knativeFlagSet() != "":
+		return usagef("--%s needs --knative", f.knativeFlagSet())
+	case f.knative && f.kn.Serve.URL != "" && knativert.ValidateURL(f.kn.Serve.URL) != nil:
+		return usagef("--knative-webhook-url: %v", knativert.ValidateURL(f.kn.Serve.URL))
+	case f.knative && f.kn.Serve.CertDir == "" && len(f.kn.Serve.Hosts) == 0:
+		return usagef("--knative-webhook-host: a generated certificate needs at least one host")
 	case a.LeaderElect && !(a.Leader.RetryPeriod < a.Leader.RenewDeadline && a.Leader.RenewDeadline < a.Leader.LeaseDuration):
 		return usagef("need --retry-period < --renew-deadline < --lease-duration, got %v, %v, %v",
 			a.Leader.RetryPeriod, a.Leader.RenewDeadline, a.Leader.LeaseDuration)
@@ -100,9 +130,30 @@ func newControllerCmd() *cobra.Command {
 			}
 			f.app.Options.Config = cfg
 			f.app.Options.Logger = slog.Default()
-			return rtcontroller.RunApp(cmd.Context(), f.app)
+			if !f.knative {
+				return rtcontroller.RunApp(cmd.Context(), f.app)
+			}
+			f.kn.Options = knativert.Options{Config: cfg, Namespace: f.app.Options.Namespace, Logger: slog.Default()}
+			return runBoth(cmd.Context(), func(ctx context.Context) error { return rtcontroller.RunApp(ctx, f.app) },
+				func(ctx context.Context) error { return knativert.Run(ctx, f.kn) })
 		},
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// runBoth runs a and b until ctx ends or either returns, and stops the
+// other then.
+func runBoth(ctx context.Context, a, b func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, run := range []func(context.Context) error{a, b} {
+		go func() {
+			err := run(ctx)
+			cancel()
+			errs <- err
+		}()
+	}
+	return errors.Join(<-errs, <-errs)
 }

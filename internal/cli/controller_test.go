@@ -15,6 +15,10 @@ func TestControllerFlagErrorsAreUsageErrors(t *testing.T) {
 		"reserve floor above 99": {"--reserve-floor=150"},
 		"reserve takes the pool": {"--min-workers=2", "--reserve-workers=2"},
 		"negative critical qps":  {"--critical-kube-api-qps=-1"},
+		"knative flag alone":     {"--knative-webhook-url=https://127.0.0.1:8443/mutate"},
+		"webhook url not https":  {"--knative", "--knative-webhook-url=http://127.0.0.1:8443/mutate"},
+		"webhook url with query": {"--knative", "--knative-webhook-url=https://127.0.0.1:8443/mutate?x=1"},
+		"no certificate host":    {"--knative", "--knative-webhook-host="},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -2,8 +2,10 @@ package knativeingress
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -71,7 +74,15 @@ func TestKnativeIngressConformance(t *testing.T) {
 	if _, err := e.kube.CoreV1().Services(DefaultSystemNamespace).Create(ctx, pub, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	s, err := Start(Config{Kube: e.kube, Dynamic: e.dyn}, fmt.Sprintf("127.0.0.1:%d", conformanceNodePort), "127.0.0.1:0")
+	// The private one: the cluster-local listener on the node's bridge
+	// address, where pods reach the host, named by a Service whose
+	// EndpointSlice points there (the pods' hosts files name it so).
+	c := localcluster.Shared(t)
+	_, bridge := c.ProcessNodes()[0].Bridge()
+	if err := e.privateLB(ctx, bridge.String()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(Config{Kube: e.kube, Dynamic: e.dyn}, fmt.Sprintf("127.0.0.1:%d", conformanceNodePort), net.JoinHostPort(bridge.String(), "80"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +91,9 @@ func TestKnativeIngressConformance(t *testing.T) {
 		defer cancel()
 		_ = s.Shutdown(sctx)
 	})
-	args := []string{"-test.v", "-test.run", "TestIngressConformance", "-test.timeout", "30m",
-		"-kubeconfig", localcluster.Shared(t).KubeconfigPath(), "-ingressendpoint", "127.0.0.1",
+	run := cmp.Or(os.Getenv(conformanceEnv+"_RUN"), "TestIngressConformance")
+	args := []string{"-test.v", "-test.run", run, "-test.timeout", "30m",
+		"-kubeconfig", c.KubeconfigPath(), "-ingressendpoint", "127.0.0.1",
 		"-ingressClass", Class, "-dockerrepo", conformanceRepo, "-enable-beta", "-enable-alpha"}
 	cmd := exec.Command(filepath.Join(dir, "conformance.test"), args...)
 	cmd.Dir = t.TempDir()
@@ -111,4 +123,26 @@ func TestKnativeIngressConformance(t *testing.T) {
 	if werr != nil {
 		t.Errorf("conformance suite: %v", werr)
 	}
+}
+
+// privateLB makes the Service knative-serving/gantry-ingress-local
+// (DefaultPrivateLB) with an endpoint at addr, port 80.
+func (e *env) privateLB(ctx context.Context, addr string) error {
+	name := strings.SplitN(DefaultPrivateLB, ".", 2)[0]
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+	if _, err := e.kube.CoreV1().Services(DefaultSystemNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	ready, portName, port := true, "http", int32(80)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port}},
+	}
+	if _, err := e.kube.DiscoveryV1().EndpointSlices(DefaultSystemNamespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }

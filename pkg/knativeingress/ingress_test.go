@@ -87,6 +87,7 @@ func TestIngressRoutesByHostPathAndHeaderAndReportsStatus(t *testing.T) {
 		Path{Path: "/a", Splits: []Split{to("a", 0, nil)}},
 		Path{Headers: map[string]HeaderMatch{"X-Pick": {Exact: "b"}}, Splits: []Split{to("b", 100, nil)}},
 		Path{Path: "/h2c", Splits: []Split{to("a-h2c", 0, nil)}},
+		Path{Path: "/mirrored", Splits: []Split{to("mirrored", 0, nil)}},
 		Path{Splits: []Split{to("c", 0, nil)}})}})
 	u := e.waitReady(t, "route")
 
@@ -117,6 +118,7 @@ func TestIngressRoutesByHostPathAndHeaderAndReportsStatus(t *testing.T) {
 		{e.host("route"), "/b", map[string]string{"X-Pick": "b"}, 200, "b"},
 		{e.host("route"), "/b", map[string]string{"X-Pick": "bb"}, 200, "c"},
 		{e.host("route"), "/", nil, 200, "c"},
+		{e.host("route"), "/mirrored", nil, 200, "b"},
 		{e.host("other"), "/a", nil, 404, ""},
 	} {
 		code, ec, body := get(t, client, s.ExternalAddr(), c.host, c.path, c.h)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"gantry.dev/gantry/pkg/e2etest"
@@ -129,9 +130,10 @@ func echoUpgraded(w http.ResponseWriter) {
 
 // env is a test's view of the shared cluster, with the backends running.
 type env struct {
-	kube kubernetes.Interface
-	dyn  dynamic.Interface
-	ns   string
+	kube  kubernetes.Interface
+	quiet kubernetes.Interface // without API warnings
+	dyn   dynamic.Interface
+	ns    string
 }
 
 var backends struct {
@@ -150,6 +152,9 @@ func setup(t *testing.T) *env {
 	cfg := c.RESTConfig()
 	cfg.QPS, cfg.Burst = 100, 200
 	e := &env{kube: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
+	quiet := rest.CopyConfig(cfg)
+	quiet.WarningHandler = rest.NoWarnings{} // the Endpoints API's deprecation
+	e.quiet = kubernetes.NewForConfigOrDie(quiet)
 	backends.Do(func() { backends.err = e.startBackends(t) })
 	if backends.err != nil {
 		t.Fatalf("backends: %v", backends.err)
@@ -192,7 +197,10 @@ func (e *env) startBackends(t *testing.T) error {
 	if _, err := e.kube.CoreV1().Services(backendNS).Create(ctx, lb, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	for _, svc := range append(backendNames, "a-h2c") {
+	if err := e.mirrored(ctx, t); err != nil {
+		return err
+	}
+	for _, svc := range append(backendNames, "a-h2c", "mirrored") {
 		e2etest.Eventually(t, "a ready endpoint of "+svc, func(ctx context.Context) (bool, error) {
 			list, err := e.kube.DiscoveryV1().EndpointSlices(backendNS).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
 			if err != nil {
@@ -209,6 +217,31 @@ func (e *env) startBackends(t *testing.T) error {
 		})
 	}
 	return nil
+}
+
+// mirrored is a selector-less Service with an Endpoints object at b's
+// pod, as Knative's serverless services make a revision's public
+// Service: the controller manager mirrors it into an EndpointSlice.
+func (e *env) mirrored(ctx context.Context, t *testing.T) error {
+	var ip string
+	e2etest.Eventually(t, "pod b's address", func(ctx context.Context) (bool, error) {
+		p, err := e.kube.CoreV1().Pods(backendNS).Get(ctx, "b", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ip = p.Status.PodIP
+		return ip != "", nil
+	})
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "mirrored"}, Spec: corev1.ServiceSpec{
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(port)}}}}
+	if _, err := e.kube.CoreV1().Services(backendNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	//nolint:staticcheck // Knative writes Endpoints; this is its shape.
+	eps := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "mirrored"}, Subsets: []corev1.EndpointSubset{{
+		Addresses: []corev1.EndpointAddress{{IP: ip}}, Ports: []corev1.EndpointPort{{Name: "http", Port: port}}}}}
+	_, err := e.quiet.CoreV1().Endpoints(backendNS).Create(ctx, eps, metav1.CreateOptions{})
+	return err
 }
 
 func (e *env) service(ctx context.Context, name, app string, appProtocol *string) error {

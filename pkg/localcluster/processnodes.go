@@ -37,24 +37,23 @@ func (o Options) validateProcessNodes() error {
 	return nil
 }
 
-// controllers are the controller manager's controllers: the EndpointSlice
-// controller too when process nodes run, since their pods serve traffic,
+// controllers are the controller manager's controllers: the endpoint
+// controllers too when process nodes run, since their pods serve traffic:
+// EndpointSlices of Services with selectors, the Endpoints objects that
+// Knative's serverless services and its ingress conformance suite read,
+// and EndpointSlices mirrored from Endpoints that Knative writes for its
+// selector-less public Services (which Gantry's Knative ingress reads);
 // and the ClusterRole aggregation controller with Knative.
 func (c *Cluster) controllers() []string {
 	if c.opts.ProcessNodes == 0 {
 		return controllers
 	}
-	out := append(slices.Clone(controllers), "endpointslice-controller")
+	out := append(slices.Clone(controllers), "endpointslice-controller", "endpoints-controller", "endpointslice-mirroring-controller")
 	if c.opts.Knative {
 		// Knative's service accounts are bound to knative-serving-admin,
 		// an aggregated ClusterRole: without this controller it has no
 		// rules and every component is refused.
 		out = append(out, "clusterrole-aggregation-controller")
-		// Knative's serverless services read Endpoints objects (the
-		// activator's, the Revision's private Service's) and write the
-		// public Services' ones, which the ingress reads mirrored into
-		// EndpointSlices.
-		out = append(out, "endpoints-controller", "endpointslice-mirroring-controller")
 	}
 	return out
 }

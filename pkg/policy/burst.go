@@ -17,15 +17,34 @@ import (
 //     alarms on the reference rate, which is e^h/λ seconds; h =
 //     ln(λ/burstFalseAlarms) fixes the false alarms per second, whatever
 //     the rate and however often the driver ticks. At an alarm the excess
-//     rate is the CUSUM run's arrivals over its span less λ, and the
-//     target grows by that excess times the mean execution time (the
-//     extra offered load), held for one window.
+//     rate is the CUSUM run's arrivals over its span less λ. At once, on
+//     the arrival that raised the alarm, every function is sized again
+//     by the M/G/n rule (sizing.go) for the rate plus that excess, and
+//     the head function starts what it lacks then rather than at the
+//     next tick; the raised targets hold for one window. The excess adds
+//     to the rate, not a factor on the target: the sizing's headroom is
+//     not scaled by the burst.
 //   - Warm buffer. A rise faster than a cold start cannot be met by
 //     starting containers once it is seen. The arrivals are counted in
-//     spans of one cold start; each span's rate minus the previous one's
-//     is a sample of how much the rate rises within a cold start, and the
-//     sizing adds the burstQuantile-quantile of the recent samples to the
-//     predicted rate.
+//     spans of one cold start; each span's rate minus the previous one's,
+//     less the burstQuantile-quantile of what Poisson noise alone makes
+//     at those two spans' rates (the difference of two counts has
+//     variance (λ₁+λ₂)/span, which the M/G/n sizing already covers), is
+//     a sample of how much the rate rose beyond noise within a cold
+//     start, and the sizing adds the burstQuantile-quantile of the recent
+//     samples to the predicted rate. The spans follow the clock, not only
+//     the arrivals: every Plan closes the spans that ended, so a silence
+//     is counted as spans where the rate did not rise, and a rise ages
+//     out of the samples after riseSamples spans whether or not requests
+//     come. A quantile of ε is not estimated from fewer than 1/ε samples:
+//     before that the buffer is 0.
+//
+// Both rules remember time-stamped state and are read at Plan with the
+// clock: the excess lapses at its end, whether or not a request comes to
+// notice it. Reading them only on arrival was the defect of issue 20's
+// follow-up: after a load stopped, the live dispatcher held the excess and
+// the largest rises of the load forever, and a Kubernetes RTResource never
+// scaled back to its minimum.
 const (
 	// burstFalseAlarms is the false alarms per second the detector is
 	// allowed on a constant rate: one an hour.
@@ -37,6 +56,10 @@ const (
 	// riseSamples bounds the rises kept (a ring): about 13 minutes of
 	// 1.5 s spans.
 	riseSamples = 512
+	// minRiseSamples is the fewest rises the burstQuantile is taken
+	// from: 1/(1-burstQuantile), below which the quantile is the largest
+	// rise seen rather than an estimate of a 1% event.
+	minRiseSamples = 100
 	// minRiseSpan is the shortest span the rises are counted over, so a
 	// millisecond cold start does not measure Poisson noise alone.
 	minRiseSpan = time.Second
@@ -55,6 +78,8 @@ type burstState struct {
 	excess      float64
 	excessUntil time.Time
 	alarms      int64
+	// fired is set by an alarm until Arrive acts on it (burstResize).
+	fired bool
 	// Rise spans: arrivals in the current span, its start, the previous
 	// span's rate.
 	spanAt   time.Time
@@ -68,21 +93,24 @@ type burstState struct {
 
 // burstRef is the rate the detector compares arrivals with: what the
 // current targets were sized for.
-func (c *core) burstRef() float64 {
-	return c.rate + c.burst.excessNow()
+func (c *core) burstRef(now time.Time) float64 {
+	return c.rate + c.burst.excessNow(now)
 }
 
-func (b *burstState) excessNow() float64 { return b.excess }
+// excessNow is the excess rate of the latest alarm while it is in force.
+func (b *burstState) excessNow(now time.Time) float64 {
+	if !b.excessUntil.IsZero() && !now.Before(b.excessUntil) {
+		b.excess, b.excessUntil = 0, time.Time{}
+	}
+	return b.excess
+}
 
 // burstArrive feeds one arrival at the chain's head to the detector and
 // to the rise spans.
 func (c *core) burstArrive(now time.Time) {
 	b := &c.burst
 	c.riseArrive(now)
-	if !b.excessUntil.IsZero() && !now.Before(b.excessUntil) {
-		b.excess, b.excessUntil = 0, time.Time{}
-	}
-	ref := c.burstRef()
+	ref := c.burstRef(now)
 	if b.last.IsZero() || !c.targetOK || ref <= 0 {
 		b.last = now
 		return
@@ -112,7 +140,28 @@ func (c *core) burstArrive(now time.Time) {
 		}
 		b.alarms++
 		b.s = 0
+		b.fired = true
 	}
+}
+
+// burstResize sizes every function for the predicted rate plus the
+// alarm's excess (burstTarget, in force while the excess is) and returns
+// what function fn lacks of it now, when an alarm has just fired.
+func (c *core) burstResize(now time.Time, fn int, n Counts) int {
+	if !c.burst.fired {
+		return 0
+	}
+	c.burst.fired = false
+	if !c.targetOK {
+		return 0
+	}
+	r := c.rate + c.warmBuffer() + c.predictionMargin(c.rate) + c.burst.excessNow(now)
+	for f := range c.fns {
+		if k, ok := c.sloSize(f, r); ok {
+			c.fns[f].burstTarget = k
+		}
+	}
+	return max(0, c.fns[fn].burstTarget-n.Live)
 }
 
 // lnKappa is ln burstKappa, the CUSUM's step per arrival.
@@ -130,26 +179,48 @@ func (c *core) riseSpan() time.Duration { return max(c.coldStart, minRiseSpan) }
 // riseArrive counts an arrival into the current span, closing the spans
 // that ended before it.
 func (c *core) riseArrive(now time.Time) {
+	c.riseAdvance(now)
+	c.burst.spanN++
+}
+
+// riseAdvance closes the spans that ended by now, each giving a rise
+// sample (an empty span too: a silence is spans where the rate did not
+// rise). Plan calls it at every tick, so the samples follow the clock.
+func (c *core) riseAdvance(now time.Time) {
 	b := &c.burst
 	span := c.riseSpan()
 	if b.spanAt.IsZero() {
 		b.spanAt = now
 	}
-	for now.Sub(b.spanAt) >= span {
-		rate := b.spanN / span.Seconds()
-		if b.havePrev {
-			b.addRise(rate - b.prevRate)
+	if gap := now.Sub(b.spanAt); gap >= riseSamples*span {
+		// Silent for longer than the samples reach back: every sample is
+		// a span that ended at most riseSamples spans ago with nothing in
+		// it after the first, so the samples are that silence.
+		c.closeSpan(span)
+		for range riseSamples - 1 {
+			b.addRise(0)
 		}
-		b.prevRate, b.havePrev = rate, true
-		b.spanN = 0
-		b.spanAt = b.spanAt.Add(span)
-		if now.Sub(b.spanAt) > 100*span {
-			// A long silence: restart the spans at now instead of
-			// counting every empty one.
-			b.spanAt, b.havePrev = now, false
-		}
+		b.prevRate = 0
+		b.spanAt = b.spanAt.Add(gap / span * span)
+		return
 	}
-	b.spanN++
+	for now.Sub(b.spanAt) >= span {
+		c.closeSpan(span)
+		b.spanAt = b.spanAt.Add(span)
+	}
+}
+
+// closeSpan records the rise of the span that just ended over the one
+// before, net of the burstQuantile of Poisson noise at their rates.
+func (c *core) closeSpan(span time.Duration) {
+	b := &c.burst
+	rate := b.spanN / span.Seconds()
+	if b.havePrev {
+		noise := normalQuantile(burstQuantile) * math.Sqrt((rate+b.prevRate)/span.Seconds())
+		b.addRise(rate - b.prevRate - noise)
+	}
+	b.prevRate, b.havePrev = rate, true
+	b.spanN = 0
 }
 
 func (b *burstState) addRise(r float64) {
@@ -162,20 +233,16 @@ func (b *burstState) addRise(r float64) {
 }
 
 // warmBuffer is the rate the sizing adds for rises within a cold start:
-// the burstQuantile of the recent rises less the same quantile of the
-// rises Poisson noise alone makes at the predicted rate (the difference of
-// two spans' rates has variance 2λ/span, already covered by the M/G/n
-// sizing); 0 before a few rises are seen.
+// the burstQuantile of the recent rises beyond noise (closeSpan), 0
+// before minRiseSamples rises are seen.
 func (c *core) warmBuffer() float64 {
 	b := &c.burst
-	if len(b.rises) < 8 {
+	if len(b.rises) < minRiseSamples {
 		return 0
 	}
 	b.sorted = append(b.sorted[:0], b.rises...)
 	slices.Sort(b.sorted)
-	q := b.sorted[int(burstQuantile*float64(len(b.sorted)-1))]
-	noise := normalQuantile(burstQuantile) * math.Sqrt(2*c.rate/c.riseSpan().Seconds())
-	return max(0, q-noise)
+	return max(0, b.sorted[int(burstQuantile*float64(len(b.sorted)-1))])
 }
 
 // normalQuantile is the standard normal's p-quantile.

@@ -56,6 +56,9 @@ type fnState struct {
 	// mix is the mean execution time (seconds) the latest SLO sizing
 	// used: a burst's excess rate times it is the load it adds.
 	mix float64
+	// burstTarget is the SLO sizing at the rate plus a burst's excess
+	// (burstResize), the target while the excess is in force.
+	burstTarget int
 }
 
 // core implements every named policy; parts says which mechanisms it uses.
@@ -252,10 +255,12 @@ func (c *core) outAt(fn int, size float64) float64 {
 }
 
 func (c *core) Arrive(now time.Time, fn int, size float64, n Counts) int {
+	burst := 0
 	if fn == 0 {
 		c.countArrival(size)
 		if c.p.arrivalBurst {
 			c.burstArrive(now)
+			burst = c.burstResize(now, fn, n)
 		}
 	}
 	switch {
@@ -264,9 +269,9 @@ func (c *core) Arrive(now time.Time, fn int, size float64, n Counts) int {
 	case n.Live == 0 && n.Queued > 0:
 		// Scaled to zero: start one container now rather than at the next
 		// tick; the tick sizes the rest.
-		return 1
+		return max(1, burst)
 	}
-	return 0
+	return burst
 }
 
 func (c *core) countArrival(size float64) {

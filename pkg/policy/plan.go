@@ -22,6 +22,9 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 		}
 	}
 	c.refreshModels()
+	if c.p.arrivalBurst {
+		c.riseAdvance(now) // the spans follow the clock (burst.go)
+	}
 	window := false
 	for !now.Before(c.nextWindow) {
 		c.closeWindow()

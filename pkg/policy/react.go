@@ -156,10 +156,10 @@ type chainKey struct {
 type chainVal struct{ between, exec time.Duration }
 
 // decideByAge is the tick under the idle-age retirement: the target is
-// the window's SLO sizing plus the load a burst added (its excess rate
-// times the mean execution time: additive, not a factor on the whole
-// target), containers below it start, idle ones above it past the
-// rent-or-buy age retire.
+// the window's SLO sizing, or while a burst's excess is in force the
+// sizing at the rate plus that excess (burstResize: the excess adds to
+// the rate, not a factor on the whole target); containers below it
+// start, idle ones above it past the rent-or-buy age retire.
 func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int, surge float64) Decision {
 	fs := &c.fns[f]
 	target := fs.target
@@ -170,8 +170,8 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 	if m <= 0 {
 		m = c.meanExec(f) / float64(time.Second)
 	}
-	if ex := c.burst.excessNow(); ex > 0 {
-		target += int(math.Ceil(ex * m))
+	if c.burst.excessNow(now) > 0 {
+		target = max(target, fs.burstTarget)
 	}
 	if slo := fs.spec.SLO; v.Queued > 0 && v.MaxWait > slo {
 		// A request has waited past its whole SLO: the containers run

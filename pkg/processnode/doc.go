@@ -12,9 +12,10 @@
 // veth pair to a bridge the node makes on the host, which holds the /24's
 // first address (the pods' host IP). The namespaces route the /24 and the
 // Service range and nothing else, so no packet of a pod leaves the
-// machine (see podNet; it needs CAP_NET_ADMIN and CAP_SYS_ADMIN, and
-// iproute2). Without the privilege, pods share the host's network on a /24
-// of 127.64.0.0/10. Each container is one process group, run in its pod's
+// machine (see podNet; it needs CAP_NET_ADMIN and CAP_SYS_ADMIN,
+// iproute2, and sh and util-linux's mount for the pods' volumes).
+// Without the privilege, pods share the host's network on a /24 of
+// 127.64.0.0/10. Each container is one process group, run in its pod's
 // namespace:
 //
 //   - The program is the container's command and args, as Kubernetes

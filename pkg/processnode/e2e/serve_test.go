@@ -53,11 +53,10 @@ func TestServeThroughKubernetes(t *testing.T) {
 	f.Defaults()
 	srv, err := gateway.Start(ctx, gateway.ServerConfig{Addr: "127.0.0.1:0", Backend: be,
 		Stack: &stack.Stack{Functions: []stack.Function{f}},
-		// The Kubernetes backend's mechanics are under test, with the
-		// rules whose scale-down this test's timing was set for: gantry's
-		// SLO sizing keeps instances for a trickle that these retire
-		// (gantry-stream is gantry before it; issue 20 follow-up).
-		Dispatch: dispatch.Config{Policy: "gantry-stream", Tick: 100 * time.Millisecond, Window: time.Second, IdleTimeout: 2 * time.Second, Logger: testLogger(t)},
+		// The default policy (gantry): its scale-down after the load
+		// stops reads the clock at every tick, not arrivals
+		// (pkg/policy/burst.go; the script burst-silence).
+		Dispatch: dispatch.Config{Tick: 100 * time.Millisecond, Window: time.Second, IdleTimeout: 2 * time.Second, Logger: testLogger(t)},
 		Gateway:  gateway.Config{Logger: testLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
