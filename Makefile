@@ -3,7 +3,7 @@ GO ?= go
 GANTRY_CACHE ?= $(HOME)/.cache/gantry
 export GANTRY_CACHE
 
-.PHONY: all build run paper test test-short controlplane vet fmt-check generate manifests render deploy bench bench-queue bench-sim
+.PHONY: all build run paper test test-short controlplane knative vet fmt-check generate manifests render deploy bench bench-queue bench-sim
 
 all: build
 
@@ -27,9 +27,15 @@ paper: build
 controlplane:
 	./hack/build-controlplane.sh
 
+# Builds Knative Serving's controller, webhook, autoscaler, activator and
+# queue-proxy (hack/knative pins the version) and assembles its manifests
+# into $(GANTRY_CACHE)/knative once; `gantry cluster up --knative` runs them.
+knative:
+	./hack/build-knative.sh
+
 # The README's test command: every test, race detector on, against a real
-# control plane.
-test: controlplane vet fmt-check
+# control plane (and Knative on it: pkg/knativeinstall's test).
+test: controlplane knative vet fmt-check
 	$(GO) test -race -count=1 -timeout 60m ./...
 
 # Unit tests only: skips the tests that need the control plane.

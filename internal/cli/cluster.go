@@ -2,12 +2,16 @@ package cli
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
@@ -24,14 +28,19 @@ func newClusterCmd() *cobra.Command {
 
 // clusterFlags are the flags of "up", which passes them on to "serve".
 type clusterFlags struct {
-	dir  string
-	opts localcluster.Options
+	dir     string
+	opts    localcluster.Options
+	ingress string // --knative: where Knative Services are reached (GANTRY_INGRESS)
+	// nodesSet says --nodes was given: --knative alone runs no kwok node,
+	// since Knative's Revisions have no nodeSelector and a kwok node would
+	// get pods that never run.
+	nodesSet bool
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", localcluster.DefaultDir(), "folder for the cluster's certificates, data and logs")
-	fs.IntVar(&f.opts.Nodes, "nodes", 1, "kwok fake nodes")
+	fs.IntVar(&f.opts.Nodes, "nodes", 1, "kwok fake nodes (with --knative, 0 unless given)")
 	fs.StringVar(&f.opts.NodeCPU, "node-cpu", "32", "CPU capacity of each node")
 	fs.StringVar(&f.opts.NodeMemory, "node-memory", "256Gi", "memory capacity of each node")
 	fs.IntVar(&f.opts.NodePods, "node-pods", 110, "pod capacity of each node")
@@ -39,6 +48,9 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.opts.ControllerManager, "controller-manager", false, "also run kube-controller-manager")
 	fs.BoolVar(&f.opts.Scheduler, "scheduler", false, "also run kube-scheduler")
 	fs.IntVar(&f.opts.ProcessNodes, "process-nodes", 0, "nodes whose pods run as local processes (implies --scheduler and --controller-manager; with them --nodes may be 0)")
+	fs.BoolVar(&f.opts.Knative, "knative", false, "also install Knative Serving (`make knative` builds it) and run its components on a process node (implies --process-nodes 1 at least)")
+	fs.StringVar(&f.opts.KnativeDomain, "knative-domain", knativeinstall.DefaultDomain, "with --knative: the domain of Knative Services' host names")
+	fs.StringVar(&f.ingress, "knative-ingress", "", "with --knative: the ingress's listen address (host:port on loopback; default a free port on 127.0.0.1)")
 }
 
 // absDir resolves --dir, which the detached process must find from any cwd.
@@ -48,6 +60,9 @@ func (f *clusterFlags) absDir() (string, error) {
 		return "", usagef("--process-nodes must be in [0, %d], got %d", localcluster.MaxProcessNodes, f.opts.ProcessNodes)
 	case f.opts.Nodes < 0 || f.opts.Nodes+f.opts.ProcessNodes < 1:
 		return "", usagef("--nodes must be at least 1, or 0 with --process-nodes, got %d", f.opts.Nodes)
+	}
+	if err := f.knativeFlags(); err != nil {
+		return "", err
 	}
 	if f.opts.ProcessNodes > 0 {
 		f.opts.Scheduler, f.opts.ControllerManager = true, true
@@ -72,6 +87,9 @@ func (f *clusterFlags) serveArgv(dir string) ([]string, error) {
 		"--controller-manager=" + strconv.FormatBool(o.ControllerManager),
 		"--scheduler=" + strconv.FormatBool(o.Scheduler),
 		"--process-nodes", strconv.Itoa(o.ProcessNodes),
+		"--knative=" + strconv.FormatBool(o.Knative),
+		"--knative-domain", o.KnativeDomain,
+		"--knative-ingress", f.ingress,
 	}, nil
 }
 
@@ -82,6 +100,7 @@ func newClusterUpCmd() *cobra.Command {
 		Short: "Start the control plane in the background; the last line is `export KUBECONFIG=...`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.nodesSet = cmd.Flags().Changed("nodes")
 			dir, err := f.absDir()
 			if err != nil {
 				return err
@@ -95,6 +114,9 @@ func newClusterUpCmd() *cobra.Command {
 			kubeconfig, err := localcluster.Up(cmd.Context(), opts, argv, cmd.ErrOrStderr())
 			if err != nil {
 				return err
+			}
+			if opts.Knative {
+				fmt.Fprintf(cmd.OutOrStdout(), "export GANTRY_INGRESS=http://%s\n", f.ingress)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", kubeconfig)
 			return nil
@@ -112,6 +134,7 @@ func newClusterServeCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.nodesSet = true // up passes the --nodes it resolved
 			dir, err := f.absDir()
 			if err != nil {
 				return err
@@ -126,6 +149,7 @@ func newClusterServeCmd() *cobra.Command {
 				}
 				opts.Programs = map[string]string{"gantry": self}
 			}
+			opts.KnativeIngress = f.ingress // Gantry's Knative ingress, in the cluster's process
 			return localcluster.Serve(cmd.Context(), opts)
 		},
 	}
@@ -176,4 +200,53 @@ func newClusterEnvCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "dir", localcluster.DefaultDir(), "the cluster's folder")
 	return cmd
+}
+
+// knativeFlags checks the --knative flags: Knative's components need a
+// process node, and its ingress a loopback address (a free port unless
+// --knative-ingress names one; up picks it, so serve gets it fixed).
+func (f *clusterFlags) knativeFlags() error {
+	if !f.opts.Knative {
+		if f.ingress != "" {
+			return usagef("--knative-ingress needs --knative")
+		}
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(f.opts.KnativeDomain); len(errs) > 0 {
+		return usagef("--knative-domain %q: %s", f.opts.KnativeDomain, strings.Join(errs, "; "))
+	}
+	if f.opts.ProcessNodes == 0 {
+		f.opts.ProcessNodes = 1
+	}
+	if !f.nodesSet {
+		f.opts.Nodes = 0
+	}
+	if f.ingress == "" {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			return err
+		}
+		f.ingress = addr
+	}
+	host, port, err := net.SplitHostPort(f.ingress)
+	if err != nil {
+		return usagef("--knative-ingress %q: %v", f.ingress, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return usagef("--knative-ingress %q: the host must be a loopback address", f.ingress)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return usagef("--knative-ingress %q: the port must be in [1, 65535]", f.ingress)
+	}
+	return nil
+}
+
+// freeLoopbackAddr is a port on 127.0.0.1 that nothing listens on now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

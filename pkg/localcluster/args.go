@@ -47,6 +47,12 @@ func (c *Cluster) apiserverArgs() []string {
 			"--kubelet-certificate-authority="+c.path("pki", "ca.crt"),
 			"--kubelet-preferred-address-types=InternalIP")
 	}
+	if c.opts.Knative {
+		// Knative's webhook is a Service whose pods are on a process node:
+		// the API server has no kube-proxy to reach a ClusterIP, so it
+		// dials the Service's endpoint addresses itself.
+		args = append(args, "--enable-aggregator-routing=true")
+	}
 	if !c.opts.ControllerManager {
 		// Without the controller manager nothing creates service accounts
 		// or lifts the not-ready taint, so skip the plugins that need that.

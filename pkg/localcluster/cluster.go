@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"gantry.dev/gantry/pkg/knativeingress"
+	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/processnode"
 )
 
@@ -37,6 +39,20 @@ type Options struct {
 	// map (processnode.Config).
 	Programs map[string]string
 	Images   map[string][]string
+
+	// Knative installs Knative Serving (`make knative` builds it) once the
+	// control plane is ready, its components running as pods on the
+	// process nodes; it needs ProcessNodes >= 1, and Start returns once
+	// Knative is ready (pkg/knativeinstall.WaitReady).
+	Knative bool
+	// KnativeDomain is the cluster's domain for Knative Services (default
+	// knativeinstall.DefaultDomain).
+	KnativeDomain string
+	// KnativeIngress, with Knative, is where Gantry's Knative ingress
+	// (pkg/knativeingress) serves Knative Services by their host names
+	// (host:port; its cluster-local listener takes a free port on
+	// 127.0.0.1); "" runs no ingress.
+	KnativeIngress string
 
 	Dir  string // working dir; a temp dir if empty (removed on Stop)
 	Port int    // kube-apiserver's port on 127.0.0.1; 0 picks a free one
@@ -68,6 +84,9 @@ func (o Options) validate() error {
 	if err := o.validateProcessNodes(); err != nil {
 		return err
 	}
+	if err := o.validateKnative(); err != nil {
+		return err
+	}
 	for _, q := range []string{o.NodeCPU, o.NodeMemory} {
 		if _, err := resource.ParseQuantity(q); err != nil {
 			return fmt.Errorf("localcluster: node capacity %q: %w", q, err)
@@ -89,6 +108,8 @@ type Cluster struct {
 	ca        *authority
 	pnodes    []*processnode.Node
 	pnodeLogs []*os.File
+	ingress   *knativeingress.Server
+	ingLog    *os.File
 
 	stopOnce sync.Once
 	stopErr  error
@@ -114,6 +135,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := RequireBinaries(); err != nil {
 		return nil, err
 	}
+	if opts.Knative {
+		if err := knativeinstall.RequireBuild(); err != nil {
+			return nil, err
+		}
+		opts = opts.withKnativeImages()
+	}
 	p, err := pickPorts(opts.Port)
 	if err != nil {
 		return nil, err
@@ -124,7 +151,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if err := c.run(runCtx); err != nil {
+	err = c.run(runCtx)
+	if err == nil {
+		// Knative has its own bound (knativeTimeout), after the control plane's.
+		err = c.installKnative(ctx)
+	}
+	if err != nil {
 		// Nothing is worth a graceful stop: a component still starting
 		// may not even handle SIGTERM yet (kube-apiserver waiting for etcd).
 		// The logs are kept unless the caller gave up.
@@ -205,7 +237,7 @@ func (c *Cluster) teardown(grace time.Duration, keepLogs bool) error {
 	for i := min(len(c.procs), 2) - 1; i >= 0; i-- {
 		tiers = append(tiers, c.procs[i:i+1])
 	}
-	err := c.stopProcessNodes()
+	err := errors.Join(c.stopKnativeIngress(), c.stopProcessNodes())
 	var killed []string
 	for _, tier := range tiers {
 		killed = append(killed, stopTogether(tier, grace)...)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/processnode"
 )
 
@@ -53,6 +54,11 @@ func Up(ctx context.Context, opts Options, argv []string, progress io.Writer) (s
 	}
 	if err := RequireBinaries(); err != nil {
 		return "", err
+	}
+	if opts.Knative {
+		if err := knativeinstall.RequireBuild(); err != nil {
+			return "", err
+		}
 	}
 	if err := claimDir(dir); err != nil {
 		return "", err

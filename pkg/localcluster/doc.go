@@ -56,6 +56,20 @@
 // kube-apiserver, then to etcd, each with 10 s before SIGKILL. A temp folder
 // left by a process that died without Stop is removed by the next Start.
 //
+// # Knative
+//
+// With Options.Knative, Start also installs Knative Serving (`make knative`
+// builds it; pkg/knativeinstall renders and applies its manifests) and
+// returns once it is ready: its components run as pods of Knative's own
+// Deployments on the process nodes, whose image map sends Knative's
+// ko:// images to the built binaries. kube-apiserver then runs with
+// --enable-aggregator-routing=true (it reaches Knative's webhook at the
+// pod's address; nothing serves ClusterIPs here), and the controller
+// manager also runs the ClusterRole aggregation, Endpoints and
+// EndpointSlice mirroring controllers Knative relies on. With
+// Options.KnativeIngress, Gantry's Knative ingress (pkg/knativeingress)
+// serves there from the cluster's process, stopped first by Stop.
+//
 // Up, Serve, Down and Env run a cluster detached from the terminal for
 // `gantry cluster up/down/env`.
 package localcluster

@@ -42,12 +42,20 @@ func (o Options) validateProcessNodes() error {
 // EndpointSlices of Services with selectors, the Endpoints objects that
 // Knative's serverless services and its ingress conformance suite read,
 // and EndpointSlices mirrored from Endpoints that Knative writes for its
-// selector-less public Services (which Gantry's Knative ingress reads).
+// selector-less public Services (which Gantry's Knative ingress reads);
+// and the ClusterRole aggregation controller with Knative.
 func (c *Cluster) controllers() []string {
 	if c.opts.ProcessNodes == 0 {
 		return controllers
 	}
-	return append(slices.Clone(controllers), "endpointslice-controller", "endpoints-controller", "endpointslice-mirroring-controller")
+	out := append(slices.Clone(controllers), "endpointslice-controller", "endpoints-controller", "endpointslice-mirroring-controller")
+	if c.opts.Knative {
+		// Knative's service accounts are bound to knative-serving-admin,
+		// an aggregated ClusterRole: without this controller it has no
+		// rules and every component is refused.
+		out = append(out, "clusterrole-aggregation-controller")
+	}
+	return out
 }
 
 // writeKubeletClientCert writes the certificate the API server presents to
