@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,7 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	"gantry.dev/gantry/pkg/knativeingress"
 	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/localcluster"
 )
@@ -150,6 +154,7 @@ func newClusterServeCmd() *cobra.Command {
 				opts.Programs = map[string]string{"gantry": self}
 			}
 			opts.KnativeIngress = f.ingress // Gantry's Knative ingress, in the cluster's process
+			opts.StartIngress = startKnativeIngress
 			return localcluster.Serve(cmd.Context(), opts)
 		},
 	}
@@ -249,4 +254,14 @@ func freeLoopbackAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// startKnativeIngress starts Gantry's Knative ingress for a local cluster;
+// its cluster-local listener takes a free loopback port.
+func startKnativeIngress(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, addr string) (localcluster.Ingress, error) {
+	srv, err := knativeingress.Start(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: log}, addr, "127.0.0.1:0")
+	if err != nil {
+		return nil, err // not a nil *Server in a non-nil interface
+	}
+	return srv, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"gantry.dev/gantry/pkg/knativeingress"
 	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/localcluster"
 )
@@ -70,6 +72,13 @@ func TestKnativeGetsReadyOnTheLocalControlPlane(t *testing.T) {
 		ProcessNodes: 1, Scheduler: true, ControllerManager: true, Knative: true,
 		Programs:       map[string]string{"knative-test-server": self},
 		KnativeIngress: "127.0.0.1:0",
+		StartIngress: func(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, addr string) (localcluster.Ingress, error) {
+			srv, err := knativeingress.Start(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: log}, addr, "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			return srv, nil
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"gantry.dev/gantry/pkg/knativeingress"
 	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/processnode"
 )
@@ -51,8 +50,12 @@ type Options struct {
 	// KnativeIngress, with Knative, is where Gantry's Knative ingress
 	// (pkg/knativeingress) serves Knative Services by their host names
 	// (host:port; its cluster-local listener takes a free port on
-	// 127.0.0.1); "" runs no ingress.
+	// 127.0.0.1); "" runs no ingress. StartIngress starts it.
 	KnativeIngress string
+	// StartIngress starts the ingress KnativeIngress names. It is injected
+	// (internal/cli passes pkg/knativeingress's) because the ingress's own
+	// tests start clusters: this package cannot import it.
+	StartIngress IngressStarter
 
 	Dir  string // working dir; a temp dir if empty (removed on Stop)
 	Port int    // kube-apiserver's port on 127.0.0.1; 0 picks a free one
@@ -108,7 +111,7 @@ type Cluster struct {
 	ca        *authority
 	pnodes    []*processnode.Node
 	pnodeLogs []*os.File
-	ingress   *knativeingress.Server
+	ingress   Ingress
 	ingLog    *os.File
 
 	stopOnce sync.Once

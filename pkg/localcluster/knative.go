@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"gantry.dev/gantry/pkg/knativeingress"
 	"gantry.dev/gantry/pkg/knativeinstall"
 )
 
@@ -77,6 +76,17 @@ func (c *Cluster) installKnative(ctx context.Context) error {
 	return c.startKnativeIngress()
 }
 
+// Ingress is a Knative ingress running in the cluster's process.
+type Ingress interface {
+	ExternalAddr() string
+	LocalAddr() string
+	Shutdown(context.Context) error
+}
+
+// IngressStarter starts a Knative ingress listening at addr, with the
+// cluster's clients, logging to log.
+type IngressStarter func(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, addr string) (Ingress, error)
+
 // startKnativeIngress runs Gantry's Knative ingress in this process at
 // Options.KnativeIngress, its log in logs/knative-ingress.log.
 func (c *Cluster) startKnativeIngress() error {
@@ -97,14 +107,17 @@ func (c *Cluster) startKnativeIngress() error {
 	if err != nil {
 		return err
 	}
-	srv, err := knativeingress.Start(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: slog.New(slog.NewTextHandler(logf, nil))},
-		c.opts.KnativeIngress, "127.0.0.1:0")
+	if c.opts.StartIngress == nil {
+		logf.Close()
+		return errors.New("localcluster: Options.KnativeIngress needs Options.StartIngress")
+	}
+	srv, err := c.opts.StartIngress(kube, dyn, slog.New(slog.NewTextHandler(logf, nil)), c.opts.KnativeIngress)
 	if err != nil {
 		logf.Close()
 		return fmt.Errorf("Knative ingress at %s: %w", c.opts.KnativeIngress, err)
 	}
 	c.ingress, c.ingLog = srv, logf
-	c.progress("Knative ingress (class %s) at http://%s, cluster-local at http://%s", knativeingress.Class, srv.ExternalAddr(), srv.LocalAddr())
+	c.progress("Knative ingress at http://%s, cluster-local at http://%s", srv.ExternalAddr(), srv.LocalAddr())
 	return nil
 }
 
