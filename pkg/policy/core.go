@@ -91,6 +91,10 @@ type core struct {
 	// predicted count (observeDispersion), over dispN windows.
 	disp  float64
 	dispN int
+	// loadWindows counts the windows closed since the first arrival,
+	// the one it came in included (observeDispersion).
+	loadWindows int
+	loadSeen    bool
 
 	started    bool
 	nextWindow time.Time
@@ -276,6 +280,7 @@ func (c *core) Arrive(now time.Time, fn int, size float64, n Counts) int {
 
 func (c *core) countArrival(size float64) {
 	c.winCount++
+	c.loadSeen = true
 	c.panic.cum++
 	c.binCount[c.bin(size)]++
 	if c.p.empiricalMix && !c.p.truth {

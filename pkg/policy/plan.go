@@ -57,6 +57,9 @@ func (c *core) refreshModels() {
 // closeWindow feeds the finished window to the predictors.
 func (c *core) closeWindow() {
 	c.observeDispersion()
+	if c.loadSeen {
+		c.loadWindows++
+	}
 	if c.load != nil {
 		c.load.Observe(c.winCount)
 	}
@@ -299,9 +302,20 @@ const (
 // dispersion estimate: the squared error of its count against the count
 // the window was sized for, over that count. A Poisson count predicted by
 // the EWMA gives about 1.33; a bursty trace gives much more.
+//
+// A window counts only once the prediction it was sized for had
+// warmupWindows full windows of load behind it. The window the first
+// arrival came in is partial whenever the load begins mid-window, as it
+// always does under the live dispatcher (its windows run from the
+// group's creation): the next window was sized for that part alone, and
+// its error, a few times the count, squared over that count, is no
+// dispersion of the load. Taken in, it was the whole estimate's first
+// value, and its margin sized gantry up to a node's capacity for most of
+// a minute on a flat 10/s (gantry up --seed 2), which the simulator,
+// whose load begins with its windows, never showed.
 func (c *core) observeDispersion() {
 	want := c.rate * c.spec.Window.Seconds()
-	if !c.targetOK || want <= 0 {
+	if !c.targetOK || want <= 0 || c.loadWindows <= warmupWindows {
 		return
 	}
 	e := c.winCount - want
