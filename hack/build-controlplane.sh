@@ -16,8 +16,9 @@ mods="$here/controlplane"
 cache="${GANTRY_CACHE:-$HOME/.cache/gantry}"
 GO="${GO:-go}"
 
-log() { printf '[controlplane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+log_tag=controlplane
+# shellcheck source=lib/cached-build.sh
+. "$here/lib/cached-build.sh"
 
 command -v "$GO" >/dev/null || die "'$GO' not found: install Go 1.26 or set GO"
 
@@ -35,54 +36,13 @@ key="etcd-${etcd_version}_kube-${kube_version}_kwok-${kwok_version}"
 dest="$cache/controlplane/$key"
 mkdir -p "$dest/bin" "$dest/stages"
 
-exec 9>"$dest/.lock"
-if ! flock -n 9; then
-  log "another build holds $dest/.lock; waiting for it"
-  flock 9
-fi
+take_lock
 
-ticker_pid=""
-stop_ticker() {
-  if [ -n "$ticker_pid" ]; then
-    kill "$ticker_pid" 2>/dev/null || true
-    wait "$ticker_pid" 2>/dev/null || true
-    ticker_pid=""
-  fi
-}
 trap 'stop_ticker; rm -f "$dest"/bin/.*.tmp' EXIT
 
-# start_ticker NAME prints a still-building line every 30 s, so a slow build
-# is visibly alive.
-start_ticker() {
-  local name=$1 start=$SECONDS
-  (
-    while sleep 30; do
-      log "  ... still building $name ($((SECONDS - start)) s)"
-    done
-  ) &
-  ticker_pid=$!
-}
-
 # build NAME MODULE_DIR PACKAGE [LDFLAGS] builds PACKAGE inside the wrapper
-# module MODULE_DIR into bin/NAME, unless it is already there.
-build() {
-  local name=$1 dir=$2 pkg=$3 ldflags=${4:-}
-  local out="$dest/bin/$name"
-  if [ -x "$out" ]; then
-    log "$name: cached"
-    return
-  fi
-  log "$name: building $pkg"
-  local start=$SECONDS tmp="$dest/bin/.$name.tmp"
-  start_ticker "$name"
-  if ! (cd "$mods/$dir" && "$GO" build -trimpath -ldflags "-s -w $ldflags" -o "$tmp" "$pkg"); then
-    stop_ticker
-    die "building $name ($pkg in hack/controlplane/$dir) failed; the compiler output is above"
-  fi
-  stop_ticker
-  mv -f "$tmp" "$out"
-  log "$name: built in $((SECONDS - start)) s"
-}
+# module hack/controlplane/MODULE_DIR into bin/NAME, unless it is already there.
+build() { go_build_cached "$1" "$mods/$2" "$3" "${4:-}"; }
 
 kube_ldflags() {
   local v=${kube_version#v} major minor

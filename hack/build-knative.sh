@@ -21,8 +21,9 @@ mod="$here/knative"
 cache="${GANTRY_CACHE:-$HOME/.cache/gantry}"
 GO="${GO:-go}"
 
-log() { printf '[knative %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
+log_tag=knative
+# shellcheck source=lib/cached-build.sh
+. "$here/lib/cached-build.sh"
 
 command -v "$GO" >/dev/null || die "'$GO' not found: install Go 1.26 or set GO"
 
@@ -39,54 +40,13 @@ key="serving-${serving_version}"
 dest="$cache/knative/$key"
 mkdir -p "$dest/bin"
 
-exec 9>"$dest/.lock"
-if ! flock -n 9; then
-  log "another build holds $dest/.lock; waiting for it"
-  flock 9
-fi
+take_lock
 
-ticker_pid=""
-stop_ticker() {
-  if [ -n "$ticker_pid" ]; then
-    kill "$ticker_pid" 2>/dev/null || true
-    wait "$ticker_pid" 2>/dev/null || true
-    ticker_pid=""
-  fi
-}
 trap 'stop_ticker; rm -rf "$dest"/bin/.*.tmp "$dest"/.config.tmp' EXIT
-
-# start_ticker NAME prints a still-building line every 30 s, so a slow build
-# is visibly alive.
-start_ticker() {
-  local name=$1 start=$SECONDS
-  (
-    while sleep 30; do
-      log "  ... still building $name ($((SECONDS - start)) s)"
-    done
-  ) &
-  ticker_pid=$!
-}
 
 # build NAME PACKAGE builds PACKAGE inside the wrapper module into bin/NAME,
 # unless it is already there.
-build() {
-  local name=$1 pkg=$2
-  local out="$dest/bin/$name"
-  if [ -x "$out" ]; then
-    log "$name: cached"
-    return
-  fi
-  log "$name: building $pkg"
-  local start=$SECONDS tmp="$dest/bin/.$name.tmp"
-  start_ticker "$name"
-  if ! (cd "$mod" && "$GO" build -trimpath -ldflags "-s -w" -o "$tmp" "$pkg"); then
-    stop_ticker
-    die "building $name ($pkg in hack/knative) failed; the compiler output is above"
-  fi
-  stop_ticker
-  mv -f "$tmp" "$out"
-  log "$name: built in $((SECONDS - start)) s"
-}
+build() { go_build_cached "$1" "$mod" "$2"; }
 
 # assemble_config copies serving's config/core and fills in the files that
 # are symlinks in Knative's repository (absent from the module zip), then
