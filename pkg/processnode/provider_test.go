@@ -419,12 +419,19 @@ func TestExecAndTCPProbes(t *testing.T) {
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", `test -f ready && test "$HOSTNAME" = exec`}}},
 		PeriodSeconds: 1, FailureThreshold: 1,
 	}
+	// A TCP startup probe holds the liveness probe back until the program
+	// listens, however slow its start (an initial delay would race it on a
+	// loaded machine); the liveness probe's timeout is long.
+	c.StartupProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+		PeriodSeconds: 1, FailureThreshold: 120,
+	}
 	c.LivenessProbe = &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
-		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1,
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+		PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 10,
 	}
 	tn.create(t, pod)
-	p := tn.waitFor(t, "exec", "running", 10*time.Second, func(p *corev1.Pod) bool {
+	p := tn.waitFor(t, "exec", "running", 60*time.Second, func(p *corev1.Pod) bool {
 		return p.Status.ContainerStatuses[0].State.Running != nil
 	})
 	time.Sleep(1500 * time.Millisecond)
@@ -434,7 +441,7 @@ func TestExecAndTCPProbes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(filepathOf(tn, "exec"), "ready"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p = tn.waitFor(t, "exec", "ready", 10*time.Second, podReady)
+	p = tn.waitFor(t, "exec", "ready", 60*time.Second, podReady)
 	if n := p.Status.ContainerStatuses[0].RestartCount; n != 0 {
 		t.Errorf("a passing liveness probe restarted the program %d times", n)
 	}
