@@ -315,8 +315,8 @@ func assertNoNetwork(t *testing.T, pn *podNet) {
 	}
 }
 
-// A node killed before it could clean up leaves its bridge, namespaces and
-// links; CleanupNetwork, which `gantry cluster down` runs on each node's
+// A node killed before it could clean up leaves its bridge, namespaces (its
+// service namespace too) and links; CleanupNetwork, which `gantry cluster down` runs on each node's
 // folder, removes them once the node's claim on its /24 is gone.
 func TestCleanupNetworkRemovesWhatAKilledNodeLeft(t *testing.T) {
 	if testing.Short() {
@@ -338,6 +338,9 @@ func TestCleanupNetworkRemovesWhatAKilledNodeLeft(t *testing.T) {
 	defer removeNetwork(pn.index)
 	ip := pn.gateway.Next()
 	if _, err := pn.addPod(ip); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pn.addServiceNS(); err != nil {
 		t.Fatal(err)
 	}
 	// While the node holds its claim, cleanup leaves its network alone.
