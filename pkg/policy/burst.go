@@ -146,12 +146,7 @@ func (c *core) burstArrive(now time.Time) {
 
 // burstResize sizes every function for the predicted rate plus the
 // alarm's excess (burstTarget, in force while the excess is) and returns
-// what function fn lacks of it now, when an alarm has just fired. The
-// excess replaces the guards for a rise not yet measured, the warm buffer
-// and the prediction margin, rather than adding to them: the larger of
-// the two is added to the rate. Summed, they compounded: after a burst
-// the margin carries that burst's prediction error for minutes, so the
-// next alarm sized for the burst twice.
+// what function fn lacks of it now, when an alarm has just fired.
 func (c *core) burstResize(now time.Time, fn int, n Counts) int {
 	if !c.burst.fired {
 		return 0
@@ -160,7 +155,7 @@ func (c *core) burstResize(now time.Time, fn int, n Counts) int {
 	if !c.targetOK {
 		return 0
 	}
-	r := c.rate + max(c.warmBuffer()+c.predictionMargin(c.rate), c.burst.excessNow(now))
+	r := c.rate + c.warmBuffer() + c.predictionMargin(c.rate) + c.burst.excessNow(now)
 	for f := range c.fns {
 		if k, ok := c.sloSize(f, r); ok {
 			c.fns[f].burstTarget = k

@@ -175,38 +175,3 @@ func TestRefusalsShowTheRiseAFullQueueHides(t *testing.T) {
 		}
 	}
 }
-
-// An alarm sizes for what it measured, the rate plus the excess; the
-// guards for a rise not yet measured, the prediction margin and the warm
-// buffer, are not added on top of it (they compounded: after one burst
-// the margin held the burst's error for minutes, and the next alarm's
-// target carried the burst twice, once as margin and once as excess).
-// Windows alternating between 20/s and 40/s for five minutes give a
-// margin; then, mid-window, the rate steps to 90/s: the alarm's target is the sizing
-// at the rate plus the larger of the excess and the guards.
-func TestBurstAlarmDoesNotCompoundWithTheMargin(t *testing.T) {
-	step := 5*time.Minute + 5*time.Second
-	c, _ := poissonRun(t, 9, step+2*time.Second, func(at time.Duration) float64 {
-		switch {
-		case at >= step:
-			return 90
-		case (at/(10*time.Second))%2 == 1:
-			return 40
-		}
-		return 20
-	})
-	if !c.burst.excessUntil.After(t0.Add(step + c.spec.Window - time.Nanosecond)) {
-		t.Fatalf("no alarm within 2 s of the step to 90/s (excess in force until %v)", c.burst.excessUntil.Sub(t0))
-	}
-	guards := c.warmBuffer() + c.predictionMargin(c.rate)
-	if guards <= 0 {
-		t.Fatalf("no margin or warm buffer before the step (rate %.1f/s, dispersion %v): nothing to compound", c.rate, c.disp)
-	}
-	ex := c.burst.excessNow(t0.Add(step + 2*time.Second))
-	want, _ := c.sloSize(0, c.rate+max(ex, guards))
-	summed, _ := c.sloSize(0, c.rate+ex+guards)
-	if got := c.fns[0].burstTarget; got != want || got >= summed {
-		t.Errorf("burst target %d, want %d (rate %.1f + max(excess %.1f, guards %.1f)); the guards added to the excess give %d",
-			got, want, c.rate, ex, guards, summed)
-	}
-}
