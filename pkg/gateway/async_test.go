@@ -329,3 +329,28 @@ func TestAsyncTwoGatewaysShareAnExternalNATS(t *testing.T) {
 		delete(want, id)
 	}
 }
+
+// A job for a function that cannot run now (here one that never starts)
+// is retried only until its async deadline: then its callback carries the
+// gateway's failure and the reason, and the job leaves the queue, rather
+// than being handed back every second for ever with no word to the client.
+func TestAsyncJobForABrokenFunctionIsCalledBackAtItsDeadline(t *testing.T) {
+	f := brokenFunction("broken")
+	f.SLO = 200 * time.Millisecond
+	f.AsyncDeadline = 2 * time.Second
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{f}}, async.Config{})
+	rcv := newReceiver(t, nil)
+	code, id := postAsync(t, srv.URL()+"/async-function/broken", "x", rcv.URL)
+	if code != http.StatusAccepted {
+		t.Fatalf("async invoke: %d %s", code, id)
+	}
+	c := rcv.next(t)
+	if c.header.Get(callid.Header) != id || c.header.Get(async.StatusHeader) != "503" ||
+		!strings.Contains(c.body, "async deadline") || !strings.Contains(c.body, "exit code 127") {
+		t.Fatalf("callback %v %q, want %s with 503, the deadline and the crash's reason", c.header, c.body, id)
+	}
+	waitUntil(t, "the queue empty", func() bool {
+		n, err := srv.queue.Depth(context.Background())
+		return err == nil && n == 0
+	})
+}
