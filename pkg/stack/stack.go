@@ -364,7 +364,10 @@ func (f *Function) applyMeta() error {
 			return fmt.Errorf("%w: function %q: %s=%q must be MIN-MAX", ErrInvalid, f.Name, AnnotationSizeRange, v)
 		}
 	}
-	return nil
+	if err := f.checkMeta(); err != nil {
+		return err
+	}
+	return f.applyScaleZero()
 }
 
 // Deployment is what an OpenFaaS deployment request declares.
