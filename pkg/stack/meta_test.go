@@ -52,3 +52,42 @@ func TestMeaningfulLabelsAnnotationsAndEnvAreHonouredOrRefused(t *testing.T) {
 		t.Fatalf("stack file scale.zero false: %v %+v", err, s)
 	}
 }
+
+// ${NAME}, ${NAME:-DEFAULT} and ${NAME-DEFAULT} are expanded from the
+// environment, as faas-cli expands them, in every field but the command
+// (which its shell expands at the instance's start); an unset variable
+// without a default is an error naming it.
+func TestStackFileExpandsEnvironmentVariablesAsFaaSCLIDoes(t *testing.T) {
+	t.Setenv("GANTRY_TEST_REGISTRY", "ghcr.io/me")
+	t.Setenv("GANTRY_TEST_EMPTY", "")
+	src := `functions:
+  fn:
+    fprocess: echo ${HOME}
+    image: ${GANTRY_TEST_REGISTRY}/fn:${GANTRY_TEST_NO_TAG:-latest}
+    environment:
+      mode: ${GANTRY_TEST_EMPTY:-fallback}
+      kept: ${GANTRY_TEST_EMPTY-fallback}
+    labels:
+      team: ${GANTRY_TEST_NOT_SET-core}
+`
+	s, err := Parse("stack.yml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Functions[0]
+	if f.Image != "ghcr.io/me/fn:latest" || f.Env["mode"] != "fallback" || f.Env["kept"] != "" ||
+		f.Labels["team"] != "core" || f.Command != "echo ${HOME}" {
+		t.Fatalf("image %q env %v labels %v command %q", f.Image, f.Env, f.Labels, f.Command)
+	}
+	for _, c := range []struct{ field, want string }{
+		{"image: ${GANTRY_TEST_NOT_SET}/fn", "variable GANTRY_TEST_NOT_SET is not set"},
+		{"image: ${GANTRY_TEST_REGISTRY:?x}", "only ${NAME}"},
+		{"image: ${GANTRY_TEST_REGISTRY", "without a closing }"},
+		{"image: ${1X}", "not a variable name"},
+	} {
+		_, err := Parse("stack.yml", []byte("functions:\n  fn:\n    fprocess: cat\n    "+c.field+"\n"))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "stack.yml:2") {
+			t.Errorf("%s: %v, want an error at stack.yml:2 saying %q", c.field, err, c.want)
+		}
+	}
+}
