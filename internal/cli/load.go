@@ -164,8 +164,16 @@ func checkLoadTarget(cmd *cobra.Command, f *loadFlags) error {
 		return usagef("set exactly one of --function, --app and --url")
 	case f.url != "" && cmd.Flags().Changed("gateway"):
 		return usagef("--gateway goes with --function or --app, not --url")
+	case f.url == "" && !httpURL(f.gateway):
+		return usagef("--gateway must be an absolute http or https URL such as http://127.0.0.1:8080, got %q", f.gateway)
 	}
 	return nil
+}
+
+// httpURL reports whether s is an absolute http(s) URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // loadURL is the request target.

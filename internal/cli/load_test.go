@@ -170,6 +170,9 @@ func TestLoadFlagBoundsAreUsageErrors(t *testing.T) {
 		{"load", "--function", "image-compression", "--slo", "1s", "--payload", "zeros", "--unit-bytes", "1e9"},
 		{"load", "--url", u, "--slo", "1s", "stray-arg"},
 		{"load", "--url", u, "--slo", "1s", "--no-such-flag"},
+		{"load", "--gateway", "notaurl", "--function", "f", "--slo", "1s"},
+		{"load", "--gateway", "ftp://127.0.0.1:1", "--app", "a", "--slo", "1s"},
+		{"load", "--gateway", "127.0.0.1:8080", "--function", "f"},
 	}
 	for _, args := range cases {
 		_, err := runLoadCmd(t, args...)
