@@ -173,6 +173,8 @@ func TestLoadFlagBoundsAreUsageErrors(t *testing.T) {
 		{"load", "--gateway", "notaurl", "--function", "f", "--slo", "1s"},
 		{"load", "--gateway", "ftp://127.0.0.1:1", "--app", "a", "--slo", "1s"},
 		{"load", "--gateway", "127.0.0.1:8080", "--function", "f"},
+		{"load", "--gateway", "notaurl", "--function", "f"}, // before the SLO is looked up there
+		{"load", "--gateway", "http://", "--app", "a"},
 	}
 	for _, args := range cases {
 		_, err := runLoadCmd(t, args...)
