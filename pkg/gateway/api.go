@@ -450,20 +450,20 @@ func (g *Gateway) info(w http.ResponseWriter, _ *http.Request) {
 // field v does not have, or anything after the one JSON value, is refused:
 // every field a client sends is honoured or refused, never dropped.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decodeJSON(w, r, v)
+	return decodeJSON(w, r, v, maxAPIBody)
 }
 
 // readJSONStrict is readJSON; the name stays for the callers that always
 // refused unknown fields.
 func readJSONStrict(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decodeJSON(w, r, v)
+	return decodeJSON(w, r, v, maxAPIBody)
 }
 
 // errTrailing is a body with more after its JSON value.
 var errTrailing = errors.New("more data after the JSON value")
 
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, maxAPIBody)
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -479,7 +479,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			http.Error(w, fmt.Sprintf("request body larger than %d bytes", maxAPIBody), http.StatusRequestEntityTooLarge)
+			http.Error(w, fmt.Sprintf("request body larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
 		case errors.Is(err, io.EOF):
 			http.Error(w, "empty request body; want JSON", http.StatusBadRequest)
 		default:
