@@ -477,6 +477,12 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool
 	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
+		if f := bodyFailure(err); f != nil {
+			// A stalled body or a drain: the same answer as a function's.
+			failHeaders(w.Header(), f)
+			http.Error(w, f.err.Error(), f.status)
+			return false
+		}
 		switch {
 		case errors.As(err, &tooBig):
 			http.Error(w, fmt.Sprintf("request body larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
