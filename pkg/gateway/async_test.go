@@ -354,3 +354,22 @@ func TestAsyncJobForABrokenFunctionIsCalledBackAtItsDeadline(t *testing.T) {
 		return err == nil && n == 0
 	})
 }
+
+// Headers too large for a queued message (a callback URL of 100 KB) are
+// refused 413 with the reason before anything is stored, not 503 "queue
+// unavailable", which a client would retry for ever.
+func TestAsyncHeadersTooLargeForTheQueueAre413(t *testing.T) {
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}, async.Config{})
+	long := "http://127.0.0.1:1/" + strings.Repeat("a", 100<<10)
+	code, msg := postAsync(t, srv.URL()+"/async-function/echo", "x", long)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "headers") {
+		t.Fatalf("%d %.300q, want 413 naming the headers", code, msg)
+	}
+	code, msg, _ = do(t, http.MethodPost, srv.URL()+"/async-function/echo", "x", map[string]string{"X-Big": strings.Repeat("b", 70<<10)})
+	if code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 70 KB header: %d %.300q, want 413", code, msg)
+	}
+	if n, err := srv.queue.Depth(context.Background()); err != nil || n != 0 {
+		t.Fatalf("queue depth %d (%v), want nothing stored", n, err)
+	}
+}
