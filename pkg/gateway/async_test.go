@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -371,5 +372,34 @@ func TestAsyncHeadersTooLargeForTheQueueAre413(t *testing.T) {
 	}
 	if n, err := srv.queue.Depth(context.Background()); err != nil || n != 0 {
 		t.Fatalf("queue depth %d (%v), want nothing stored", n, err)
+	}
+}
+
+// A password in a callback URL is not written to the gateway's log when
+// the callback fails and is retried or given up.
+func TestAsyncCallbackPasswordStaysOutOfTheLog(t *testing.T) {
+	var logged syncBuffer
+	s := &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}
+	ac := async.Config{StoreDir: t.TempDir(), CallbackBackoff: 10 * time.Millisecond, CallbackRetries: 1}
+	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", Stack: s,
+		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
+		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
+		Gateway:  Config{MaxBody: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, Async: &ac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	failing := newReceiver(t, func(int) int { return http.StatusInternalServerError })
+	cb := strings.Replace(failing.URL, "http://", "http://hook:hunter2@", 1)
+	if code, msg := postAsync(t, srv.URL()+"/async-function/echo", "x", cb); code != http.StatusAccepted {
+		t.Fatalf("%d %s", code, msg)
+	}
+	waitUntil(t, "the callback given up", func() bool { return strings.Contains(logged.String(), "callback given up") })
+	if out := logged.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "hook:xxxxx@") {
+		t.Fatalf("the log shows the callback's password, or not the redacted URL:\n%s", out)
 	}
 }
