@@ -26,6 +26,9 @@ func TestMeaningfulLabelsAnnotationsAndEnvAreHonouredOrRefused(t *testing.T) {
 		{"PORT", Deployment{EnvVars: map[string]string{"PORT": "9999"}}, "PORT is set by the runtime"},
 		{"secrets dir", Deployment{EnvVars: map[string]string{"GANTRY_SECRETS_DIR": "/tmp"}}, "GANTRY_SECRETS_DIR is set by the runtime"},
 		{"= in a name", Deployment{EnvVars: map[string]string{"A=B": "1"}}, "without '='"},
+		{"concurrency 0", Deployment{Annotations: map[string]string{AnnotationConcurrency: "0"}}, "must be at least 1"},
+		{"max-queue 0", Deployment{Annotations: map[string]string{AnnotationMaxQueue: "0"}}, "must be at least 1"},
+		{"scale.max 0", Deployment{Labels: map[string]string{LabelScaleMax: "0"}}, "must be at least 1"},
 	}
 	for _, c := range refused {
 		c.d.Service, c.d.EnvProcess = "fn", "cat"
