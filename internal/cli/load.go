@@ -81,7 +81,7 @@ that finds --max-inflight requests out is counted as a client_overload error.`,
 	fl.StringVar(&f.stack, "stack", "", "stack file the gateway serves: the SLO of --function or --app comes from it instead of the gateway")
 	fl.BoolVar(&f.json, "json", false, `print one JSON object {"requests","ok","errors","errors_by_kind",...} on stdout`)
 	fl.StringVar(&f.out, "out", "", fmt.Sprintf("write %s (one row per request), %s and %s into this directory", loadCSVFile, loadPlotFile, loadSummaryFile))
-	fl.BoolVar(&f.quiet, "quiet", false, "no progress line on stderr")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress line on stderr (there is none when stderr is not a terminal)")
 	return cmd
 }
 
@@ -100,7 +100,7 @@ func runLoad(cmd *cobra.Command, f *loadFlags) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Pool > 0 && !f.quiet {
+	if stderr, ok := cmd.ErrOrStderr().(*os.File); cfg.Pool > 0 && !f.quiet && ok && isTerminal(stderr) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "pre-generating %d payload(s) per size bucket before the run\n", cfg.Pool)
 	}
 	stopBar := loadProgress(cmd.ErrOrStderr(), f.quiet, &cfg)
@@ -164,8 +164,16 @@ func checkLoadTarget(cmd *cobra.Command, f *loadFlags) error {
 		return usagef("set exactly one of --function, --app and --url")
 	case f.url != "" && cmd.Flags().Changed("gateway"):
 		return usagef("--gateway goes with --function or --app, not --url")
+	case f.url == "" && !httpURL(f.gateway):
+		return usagef("--gateway must be an absolute http or https URL such as http://127.0.0.1:8080, got %q", f.gateway)
 	}
 	return nil
+}
+
+// httpURL reports whether s is an absolute http(s) URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // loadURL is the request target.
@@ -327,7 +335,10 @@ func writeLoadSummary(path string, res *loadgen.Result) error {
 // loadProgress draws a progress bar of the run's time on w, with requests
 // sent and done, unless quiet. The returned func ends the bar's line.
 func loadProgress(w io.Writer, quiet bool, cfg *loadgen.Config) (stop func()) {
-	if quiet {
+	// The bar redraws itself with carriage returns: in a log file or a
+	// pipe it is noise, so it goes only to a terminal (../shared's rule
+	// for progress).
+	if f, ok := w.(*os.File); quiet || !ok || !isTerminal(f) {
 		return func() {}
 	}
 	total := cfg.Trace.Duration()

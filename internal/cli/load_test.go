@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,6 +171,11 @@ func TestLoadFlagBoundsAreUsageErrors(t *testing.T) {
 		{"load", "--function", "image-compression", "--slo", "1s", "--payload", "zeros", "--unit-bytes", "1e9"},
 		{"load", "--url", u, "--slo", "1s", "stray-arg"},
 		{"load", "--url", u, "--slo", "1s", "--no-such-flag"},
+		{"load", "--gateway", "notaurl", "--function", "f", "--slo", "1s"},
+		{"load", "--gateway", "ftp://127.0.0.1:1", "--app", "a", "--slo", "1s"},
+		{"load", "--gateway", "127.0.0.1:8080", "--function", "f"},
+		{"load", "--gateway", "notaurl", "--function", "f"}, // before the SLO is looked up there
+		{"load", "--gateway", "http://", "--app", "a"},
 	}
 	for _, args := range cases {
 		_, err := runLoadCmd(t, args...)
@@ -180,5 +186,31 @@ func TestLoadFlagBoundsAreUsageErrors(t *testing.T) {
 	}
 	if n := srv.hits.Load(); n != 0 {
 		t.Errorf("%d requests were sent by rejected commands", n)
+	}
+}
+
+// The progress bar redraws itself with carriage returns: it goes to
+// stderr only when stderr is a terminal, never into a file or a pipe.
+func TestLoadProgressStaysOutOfANonTerminalStderr(t *testing.T) {
+	srv := newLoadServer(t)
+	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(errFile)
+	root.SetArgs([]string{"load", "--url", srv.URL + "/f", "--slo", "1s", "--rate", "20", "--duration", "1s", "--pool", "1"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(errFile.Name())
+	if strings.Contains(string(got), "sent ") || strings.Contains(string(got), "pre-generating") {
+		t.Fatalf("stderr, a file, got the progress:\n%q", got)
+	}
+	if !strings.Contains(out.String(), "requests") {
+		t.Fatalf("no report on stdout: %q", out.String())
 	}
 }

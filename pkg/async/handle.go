@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -55,6 +56,16 @@ func (w *Workers) handle(msg jetstream.Msg) {
 		// recognisable by its call ID.
 		w.log.Warn("async: acknowledging a job", "call_id", j.CallID, "err", err)
 	}
+}
+
+// redacted is a callback URL fit for a log: a password in it is
+// replaced, as net/http's own errors replace it.
+func redacted(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // requeueDelay is how long a job handed back waits before its next
@@ -108,11 +119,11 @@ func (w *Workers) callback(j *Job, res Result) bool {
 		if final {
 			w.m.callbacks.WithLabelValues("given_up").Inc()
 			w.log.Warn("async: callback given up", "call_id", j.CallID, "function", j.Function,
-				"url", j.CallbackURL, "attempts", attempt+1, "err", err)
+				"url", redacted(j.CallbackURL), "attempts", attempt+1, "err", err)
 			return true
 		}
 		w.m.callbacks.WithLabelValues("retried").Inc()
-		w.log.Info("async: callback failed, retrying", "call_id", j.CallID, "url", j.CallbackURL, "in", wait, "err", err)
+		w.log.Info("async: callback failed, retrying", "call_id", j.CallID, "url", redacted(j.CallbackURL), "in", wait, "err", err)
 		select {
 		case <-w.runCtx.Done():
 			return false

@@ -134,6 +134,21 @@ func (q *Queue) declare(ctx context.Context) error {
 // the server's largest message less room for the headers.
 func (q *Queue) MaxPayload() int64 { return max(0, q.maxPayload-maxHeaderRoom) }
 
+// headerSize is the size of a message's headers as NATS writes them.
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// maxJobHeaders bounds a job's headers: the server's 64 KiB less a margin,
+// since its count of the bytes may differ from headerSize's by a little.
+const maxJobHeaders = 60 << 10
+
 // maxHeaderRoom is the room kept in a message for the job's headers.
 const maxHeaderRoom = 64 << 10
 
@@ -146,7 +161,14 @@ func (q *Queue) Publish(ctx context.Context, j *Job) error {
 	if int64(len(j.Body)) > q.MaxPayload() {
 		return fmt.Errorf("%w: %d bytes over the queue's limit of %d", ErrTooLarge, len(j.Body), q.MaxPayload())
 	}
-	f, err := q.js.PublishMsgAsync(j.message(), jetstream.WithStallWait(stallWait))
+	m := j.message()
+	if n := headerSize(m.Header); n > maxJobHeaders {
+		// The server refuses it too, but as an API error that reads like
+		// an outage: the client's headers are the cause, and it is told.
+		return fmt.Errorf("%w: its headers (the callback URL included) take %d bytes, over the queue's limit of %d",
+			ErrTooLarge, n, maxJobHeaders)
+	}
+	f, err := q.js.PublishMsgAsync(m, jetstream.WithStallWait(stallWait))
 	if err == nil {
 		select {
 		case <-f.Ok():

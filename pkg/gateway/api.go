@@ -405,6 +405,9 @@ func (g *Gateway) deployApp(w http.ResponseWriter, r *http.Request) {
 // app is the stack's App that a request or a stored file declares.
 func (req appJSON) app() (stack.App, error) {
 	a := stack.App{Name: req.Name, Functions: req.Functions}
+	if len(req.Budgets) > 0 {
+		return a, errors.New("budgets are what the gateway derives from the app's slo and its functions' slos; give slo alone")
+	}
 	if req.SLO != "" {
 		d, err := time.ParseDuration(req.SLO)
 		if err != nil {
@@ -443,28 +446,46 @@ func (g *Gateway) info(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-// readJSON decodes a bounded JSON body, answering 400 or 413 itself.
+// readJSON decodes a bounded JSON body, answering 400 or 413 itself. A
+// field v does not have, or anything after the one JSON value, is refused:
+// every field a client sends is honoured or refused, never dropped.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decodeJSON(w, r, v, false)
+	return decodeJSON(w, r, v, maxAPIBody)
 }
 
-// readJSONStrict is readJSON that refuses fields v does not have, for the
-// requests whose every field must be honoured or refused.
+// readJSONStrict is readJSON; the name stays for the callers that always
+// refused unknown fields.
 func readJSONStrict(w http.ResponseWriter, r *http.Request, v any) bool {
-	return decodeJSON(w, r, v, true)
+	return decodeJSON(w, r, v, maxAPIBody)
 }
 
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, maxAPIBody)
+// errTrailing is a body with more after its JSON value.
+var errTrailing = errors.New("more data after the JSON value")
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(r.Body)
-	if strict {
-		dec.DisallowUnknownFields()
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, tail := dec.Token(); tail != io.EOF {
+			err = errTrailing
+			if tail != nil && !errors.Is(tail, io.EOF) {
+				err = tail
+			}
+		}
 	}
-	if err := dec.Decode(v); err != nil {
+	if err != nil {
 		var tooBig *http.MaxBytesError
+		if f := bodyFailure(err); f != nil {
+			// A stalled body or a drain: the same answer as a function's.
+			failHeaders(w.Header(), f)
+			http.Error(w, f.err.Error(), f.status)
+			return false
+		}
 		switch {
 		case errors.As(err, &tooBig):
-			http.Error(w, fmt.Sprintf("request body larger than %d bytes", maxAPIBody), http.StatusRequestEntityTooLarge)
+			http.Error(w, fmt.Sprintf("request body larger than %d bytes", limit), http.StatusRequestEntityTooLarge)
 		case errors.Is(err, io.EOF):
 			http.Error(w, "empty request body; want JSON", http.StatusBadRequest)
 		default:

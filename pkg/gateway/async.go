@@ -153,8 +153,18 @@ func (g *Gateway) Invoke(ctx context.Context, j *async.Job) async.Result {
 		fail = timedOut
 	}
 	if fail != nil {
-		if retryLater(fail) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return async.Result{Retry: true}
+		}
+		if retryLater(fail) {
+			// "Not now" is worth waiting on only until the deadline: a
+			// function that stays broken must not have its jobs handed
+			// back every second for ever with no word to the client.
+			if time.Now().Before(at) {
+				return async.Result{Retry: true}
+			}
+			fail = &failure{fail.status, fail.outcome, fmt.Errorf(
+				"given up at its async deadline of %v after the 202: %v", at.Sub(j.Accepted), fail.err)}
 		}
 		return g.asyncAnswer(j, fail)
 	}
@@ -164,8 +174,8 @@ func (g *Gateway) Invoke(ctx context.Context, j *async.Job) async.Result {
 }
 
 // retryLater reports a failure that says "not now" rather than "never":
-// the function's queue was full, or the gateway is stopping. The job goes
-// back to the queue.
+// the function's queue was full, it is crash-looping, or the gateway is
+// stopping. The job goes back to the queue until its async deadline.
 func retryLater(f *failure) bool {
 	return f.status == http.StatusTooManyRequests || f.status == http.StatusServiceUnavailable || f.status == 499
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -327,5 +328,78 @@ func TestAsyncTwoGatewaysShareAnExternalNATS(t *testing.T) {
 			t.Fatalf("callback for %q: not accepted, or delivered twice", id)
 		}
 		delete(want, id)
+	}
+}
+
+// A job for a function that cannot run now (here one that never starts)
+// is retried only until its async deadline: then its callback carries the
+// gateway's failure and the reason, and the job leaves the queue, rather
+// than being handed back every second for ever with no word to the client.
+func TestAsyncJobForABrokenFunctionIsCalledBackAtItsDeadline(t *testing.T) {
+	f := brokenFunction("broken")
+	f.SLO = 200 * time.Millisecond
+	f.AsyncDeadline = 2 * time.Second
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{f}}, async.Config{})
+	rcv := newReceiver(t, nil)
+	code, id := postAsync(t, srv.URL()+"/async-function/broken", "x", rcv.URL)
+	if code != http.StatusAccepted {
+		t.Fatalf("async invoke: %d %s", code, id)
+	}
+	c := rcv.next(t)
+	if c.header.Get(callid.Header) != id || c.header.Get(async.StatusHeader) != "503" ||
+		!strings.Contains(c.body, "async deadline") || !strings.Contains(c.body, "exit code 127") {
+		t.Fatalf("callback %v %q, want %s with 503, the deadline and the crash's reason", c.header, c.body, id)
+	}
+	waitUntil(t, "the queue empty", func() bool {
+		n, err := srv.queue.Depth(context.Background())
+		return err == nil && n == 0
+	})
+}
+
+// Headers too large for a queued message (a callback URL of 100 KB) are
+// refused 413 with the reason before anything is stored, not 503 "queue
+// unavailable", which a client would retry for ever.
+func TestAsyncHeadersTooLargeForTheQueueAre413(t *testing.T) {
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}, async.Config{})
+	long := "http://127.0.0.1:1/" + strings.Repeat("a", 100<<10)
+	code, msg := postAsync(t, srv.URL()+"/async-function/echo", "x", long)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "headers") {
+		t.Fatalf("%d %.300q, want 413 naming the headers", code, msg)
+	}
+	code, msg, _ = do(t, http.MethodPost, srv.URL()+"/async-function/echo", "x", map[string]string{"X-Big": strings.Repeat("b", 70<<10)})
+	if code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 70 KB header: %d %.300q, want 413", code, msg)
+	}
+	if n, err := srv.queue.Depth(context.Background()); err != nil || n != 0 {
+		t.Fatalf("queue depth %d (%v), want nothing stored", n, err)
+	}
+}
+
+// A password in a callback URL is not written to the gateway's log when
+// the callback fails and is retried or given up.
+func TestAsyncCallbackPasswordStaysOutOfTheLog(t *testing.T) {
+	var logged syncBuffer
+	s := &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}
+	ac := async.Config{StoreDir: t.TempDir(), CallbackBackoff: 10 * time.Millisecond, CallbackRetries: 1}
+	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0", Stack: s,
+		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
+		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
+		Gateway:  Config{MaxBody: 1 << 20, Logger: slog.New(slog.NewTextHandler(&logged, nil))}, Async: &ac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	failing := newReceiver(t, func(int) int { return http.StatusInternalServerError })
+	cb := strings.Replace(failing.URL, "http://", "http://hook:hunter2@", 1)
+	if code, msg := postAsync(t, srv.URL()+"/async-function/echo", "x", cb); code != http.StatusAccepted {
+		t.Fatalf("%d %s", code, msg)
+	}
+	waitUntil(t, "the callback given up", func() bool { return strings.Contains(logged.String(), "callback given up") })
+	if out := logged.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "hook:xxxxx@") {
+		t.Fatalf("the log shows the callback's password, or not the redacted URL:\n%s", out)
 	}
 }

@@ -397,3 +397,26 @@ func heldConns(t *testing.T, port int) int {
 	}
 	return n
 }
+
+// A management request whose body stalls is cut at the body's idle bound
+// with 408, as a function's is, not a 400 "invalid JSON: i/o timeout".
+func TestStalledManagementBodyAnswers408(t *testing.T) {
+	srv := limitedServer(t, Limits{ReadHeader: 2 * time.Second, BodyIdle: 500 * time.Millisecond}, 20*time.Second)
+	c, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, "POST /system/functions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"serv"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "too slowly") {
+		t.Fatalf("%d %q, want 408 saying the body came too slowly", resp.StatusCode, body)
+	}
+}

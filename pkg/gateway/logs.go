@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gantry.dev/gantry/pkg/funclogs"
@@ -35,8 +37,18 @@ func toMessage(l funclogs.Line) logMessage {
 
 // parseLogQuery reads faas-cli's query: name, namespace, instance, tail,
 // follow, since (RFC 3339).
+// logParams are the query parameters of OpenFaaS's logs request
+// (faas-provider's logs.Request), what faas-cli logs sends.
+var logParams = []string{"name", "namespace", "instance", "tail", "since", "follow"}
+
 func parseLogQuery(r *http.Request) (q funclogs.Query, follow bool, err error) {
 	v := r.URL.Query()
+	for k := range v {
+		if !slices.Contains(logParams, k) {
+			// A misspelt ?folow=true would otherwise answer as if absent.
+			return q, false, fmt.Errorf("unknown parameter %q: the logs take %s", k, strings.Join(logParams, ", "))
+		}
+	}
 	q.Instance = v.Get("instance")
 	if v.Get("name") == "" {
 		return q, false, errors.New("name is required: the function whose logs to read")

@@ -72,7 +72,8 @@ func TestLogsServeTailSinceAndLinesOfExitedInstances(t *testing.T) {
 		t.Fatalf("since an hour ahead: %v", got)
 	}
 	for q, want := range map[string]int{"": 400, "name=talker&tail=x": 400, "name=talker&since=yesterday": 400,
-		"name=talker&follow=maybe": 400, "name=talker&namespace=staging": 404, "name=nobody": 404} {
+		"name=talker&follow=maybe": 400, "name=talker&namespace=staging": 404, "name=nobody": 404,
+		"name=talker&folow=true": 400, "name=talker&lines=5": 400} {
 		if code, _, body := readLogs(t, srv, q); code != want || len(body) < 10 {
 			t.Errorf("%q: %d %q, want %d with a reason", q, code, body, want)
 		}

@@ -143,8 +143,17 @@ func TestUnknownRoutesSayWhy(t *testing.T) {
 			t.Errorf("%s: %d %q", path, code, out)
 		}
 	}
-	if code, out := call(t, g, "DELETE", "/system/info", ""); code != 404 || !strings.Contains(out, "no route DELETE /system/info") {
-		t.Errorf("a known path with another method: %d %q", code, out)
+	// A served path asked with another method is a 405 naming the
+	// methods it takes, as HTTP has it (it was a 404 "no route").
+	for _, c := range []struct{ method, path, allow string }{
+		{"DELETE", "/system/info", "GET"},
+		{"PATCH", "/system/functions", "GET, POST, PUT, DELETE"},
+		{"PUT", "/system/scale-function/f", "POST"},
+	} {
+		code, out := call(t, g, c.method, c.path, "")
+		if code != 405 || !strings.Contains(out, "it takes "+c.allow) {
+			t.Errorf("%s %s: %d %q, want 405 naming %s", c.method, c.path, code, out, c.allow)
+		}
 	}
 	if code, out := call(t, g, "GET", "/async-function/f", ""); code != 405 || !strings.Contains(out, "POST") {
 		t.Errorf("GET /async-function/f: %d %q, want 405 naming the method", code, out)

@@ -132,11 +132,16 @@ func namespaceOrDefault(ns string) string {
 	return ns
 }
 
+// maxSecretBody bounds a secret request's JSON: room for a value of
+// secrets.MaxValue as base64 rawValue (4/3 of it) or as a JSON string
+// with some escaping; the value itself is checked against MaxValue.
+const maxSecretBody = 2*secrets.MaxValue + 64<<10
+
 // decodeSecret decodes a secret request; want says whether the value is
 // required (create, update) or refused (delete).
 func decodeSecret(w http.ResponseWriter, r *http.Request, wantValue bool) (secretJSON, []byte, bool) {
 	var req secretJSON
-	if !readJSON(w, r, &req) {
+	if !decodeJSON(w, r, &req, maxSecretBody) {
 		return req, nil, false
 	}
 	if err := secrets.CheckName(req.Name); err != nil {

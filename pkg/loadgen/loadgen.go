@@ -46,8 +46,9 @@ const (
 	DefaultMaxInFlight = 10_000
 	DefaultTimeout     = 30 * time.Second
 	// DefaultDrain is how long a cancelled run waits for in-flight requests
-	// before aborting them.
-	DefaultDrain         = 5 * time.Second
+	// before aborting them: with abortGrace under a second in all, so that
+	// gantry load stops within a second of SIGINT or SIGTERM.
+	DefaultDrain         = 500 * time.Millisecond
 	DefaultProgressEvery = 250 * time.Millisecond
 )
 

@@ -252,6 +252,36 @@ func TestCancellationAbortsRequestsThatOutliveTheDrain(t *testing.T) {
 	}
 }
 
+// With the default drain, a cancelled run (gantry load on SIGINT or
+// SIGTERM) whose requests hang returns within a second of the signal,
+// not after waiting out the requests.
+func TestCancellationWithTheDefaultDrainReturnsWithinASecond(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var cancelled atomic.Int64
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cancelled.Store(time.Now().UnixNano())
+		cancel()
+	}()
+	res, err := Run(ctx, Config{URL: srv.URL, Trace: flat(50, 60), Seed: 6, SLO: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second, and as much again for a loaded machine: the old default
+	// waited 5 s for the hanging requests.
+	if took := time.Since(time.Unix(0, cancelled.Load())); took > 2*time.Second {
+		t.Errorf("Run returned %v after cancellation, want within a second", took)
+	}
+	if !res.Interrupted || res.Requests == 0 || res.ErrorsByKind[KindCanceled] != res.Requests {
+		t.Errorf("interrupted %v, requests %d, kinds %v: want every request canceled", res.Interrupted, res.Requests, res.ErrorsByKind)
+	}
+}
+
 func TestConnectionErrorsAreClassified(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // abortGrace is how long aborted requests get to return before the run
 // stops waiting for them; the HTTP client returns promptly on cancellation,
 // so only a Payload that ignores everything could take longer.
-const abortGrace = time.Second
+const abortGrace = 400 * time.Millisecond
 
 // runner carries one run's state.
 type runner struct {

@@ -228,6 +228,9 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 	if len(y.EnvironmentFile) > 0 {
 		return bad("environment_file is not supported; put values in environment")
 	}
+	if err := y.expandFields(); err != nil {
+		return bad("%v", err)
+	}
 	if y.FProcess != "" && y.Command != "" && y.FProcess != y.Command {
 		return bad("fprocess and command disagree; give one")
 	}

@@ -317,6 +317,11 @@ func (f *Function) applyMeta() error {
 			if err != nil {
 				return fmt.Errorf("%w: function %q: %s=%q is not an integer", ErrInvalid, f.Name, it.key, v)
 			}
+			// 0 is what a field left out holds, and Defaults fills it in:
+			// written out, it would be replaced unseen.
+			if n == 0 && it.dst != &f.MinScale && it.dst != &f.Criticality {
+				return fmt.Errorf("%w: function %q: %s=%q must be at least 1", ErrInvalid, f.Name, it.key, v)
+			}
 			*it.dst = n
 		}
 	}
@@ -364,7 +369,10 @@ func (f *Function) applyMeta() error {
 			return fmt.Errorf("%w: function %q: %s=%q must be MIN-MAX", ErrInvalid, f.Name, AnnotationSizeRange, v)
 		}
 	}
-	return nil
+	if err := f.checkMeta(); err != nil {
+		return err
+	}
+	return f.applyScaleZero()
 }
 
 // Deployment is what an OpenFaaS deployment request declares.

@@ -175,13 +175,18 @@ func orEnv(v, env string) string {
 // Kubernetes backend also sets POD_IP from the downward API.
 func (f *Flags) listenAddr() (string, error) {
 	if f.Addr != "" {
+		// A malformed address is the caller's mistake (exit 2), not a
+		// failure to listen.
+		if _, port, err := net.SplitHostPort(f.Addr); err != nil || !portNumber(port) {
+			return "", usagef("--addr must be HOST:PORT with a port from 0 to 65535, got %q", f.Addr)
+		}
 		return f.Addr, nil
 	}
 	port := os.Getenv(EnvPort)
 	if port == "" {
 		return "", usagef("set $%s or pass --addr", EnvPort)
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+	if !portNumber(port) {
 		return "", usagef("$%s must be a port number, got %q", EnvPort, port)
 	}
 	// On a pod, listen on the pod's address: probes and endpoints reach the
@@ -191,6 +196,11 @@ func (f *Flags) listenAddr() (string, error) {
 		host = ip.String()
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+func portNumber(s string) bool {
+	p, err := strconv.Atoi(s)
+	return err == nil && p >= 0 && p <= 65535
 }
 
 // List writes the table of functions.

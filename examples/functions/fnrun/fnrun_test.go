@@ -39,6 +39,19 @@ func TestListensOnThePodIP(t *testing.T) {
 	}
 }
 
+// A malformed --addr is a usage error, before anything listens.
+func TestBadAddrIsAUsageError(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:99999", "127.0.0.1", "127.0.0.1:http", ":-1"} {
+		_, err := (&Flags{Addr: addr}).listenAddr()
+		if ue := (UsageError{}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--addr") {
+			t.Errorf("--addr %s: got %v, want a usage error naming --addr", addr, err)
+		}
+	}
+	if got, err := (&Flags{Addr: "[::1]:0"}).listenAddr(); err != nil || got != "[::1]:0" {
+		t.Errorf("--addr [::1]:0: %q %v", got, err)
+	}
+}
+
 // --addr together with a passed socket is a contradiction, refused as a
 // usage error rather than one of them ignored.
 func TestAddrAndAPassedSocketAreAUsageError(t *testing.T) {
