@@ -39,14 +39,14 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newSimCmd(),
 		newBenchCmd(),
-		newClusterCmd(),
-		newControllerCmd(),
 		newLoadCmd(),
 		newFnCmd(),
 		newServeCmd(),
 		newUpCmd(),
-		newNodeCmd(),
 	)
+	// cluster, controller and node: the full build's, or stand-ins in the
+	// local build (build.go).
+	root.AddCommand(kubeCommands()...)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	wrapArgErrors(root)
 	return root

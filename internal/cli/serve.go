@@ -15,15 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"gantry.dev/gantry/pkg/backend"
-	"gantry.dev/gantry/pkg/backend/kube"
 	"gantry.dev/gantry/pkg/dispatch"
 	"gantry.dev/gantry/pkg/gateway"
 	"gantry.dev/gantry/pkg/policy"
-	"gantry.dev/gantry/pkg/scaleout"
 	"gantry.dev/gantry/pkg/stack"
 	"gantry.dev/gantry/pkg/statedir"
 )
@@ -146,11 +142,9 @@ type backendFlags struct {
 	peers, podName string
 	// knative: --knative-ingress reads the kubeconfig too.
 	knative bool
-	// Set by apply for a scaled-out gateway.
-	kube    kubernetes.Interface
-	ns      string
-	be      *kube.Backend
-	replica *scaleout.Replica
+	// Set by apply (serve_kube.go): the Kubernetes backend and, for a
+	// scaled-out gateway, its replica.
+	k kubeBackend
 }
 
 const (
@@ -172,6 +166,8 @@ func (f *backendFlags) validate() error {
 	switch {
 	case f.kind != backendLocal && f.kind != backendKubernetes:
 		return usagef("--backend must be %s or %s, got %q", backendLocal, backendKubernetes, f.kind)
+	case !fullBuild && (f.kind == backendKubernetes || (f.kubeconfig != "" && !f.knative) || f.namespace != "" || len(f.nodeSelector) > 0 || f.peers != ""):
+		return notInThisBuild("serve's Kubernetes backend (--backend " + backendKubernetes + ", --kubeconfig, --namespace, --node-selector, --peers)")
 	case f.kind == backendLocal && ((f.kubeconfig != "" && !f.knative) || f.namespace != "" || len(f.nodeSelector) > 0 || f.peers != ""):
 		return usagef("--kubeconfig, --namespace, --node-selector and --peers need --backend %s (--kubeconfig also goes with --knative-ingress)", backendKubernetes)
 	case f.peers != "" && f.podName == "":
@@ -190,51 +186,6 @@ func (f *backendFlags) validate() error {
 			return usagef("--node-selector: label value %q: %s", v, strings.Join(errs, "; "))
 		}
 	}
-	return nil
-}
-
-// apply replaces the local runtime serverConfig built with the Kubernetes
-// backend, when --backend kubernetes asks for it.
-func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) error {
-	if f.kind != backendKubernetes {
-		return nil
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	rc, err := cc.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
-	}
-	ns := f.namespace
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return fmt.Errorf("kubeconfig namespace: %w", err)
-		}
-	}
-	opts := kube.Options{Logger: logger, NodeSelector: f.nodeSelector}
-	if f.peers != "" {
-		// Replicas follow until one wins the Lease; none deletes or
-		// scales the functions away when it stops, since the others serve.
-		opts.Follow, opts.OnClose = true, kube.CloseKeep
-		// The pods outlive this replica: what its drain ends keeps its
-		// slot until the instance must have finished.
-		cfg.Gateway.KeepsInstances = true
-		f.replica = scaleout.NewReplica()
-		cfg.Dispatch.Peers = f.replica
-		cfg.Gateway.Routes = f.replica.Routes()
-		if f.kube, err = kubernetes.NewForConfig(rc); err != nil {
-			return err
-		}
-		f.ns = ns
-	}
-	be, err := kube.New(rc, ns, opts)
-	if err != nil {
-		return err
-	}
-	f.be = be
-	cfg.Backend = be
-	logger.Info("instances run on kubernetes", "host", rc.Host, "namespace", ns)
 	return nil
 }
 
@@ -313,9 +264,7 @@ func newServeCmd() *cobra.Command {
 			if bf.peers != "" {
 				go func() {
 					defer close(done)
-					leadErr = scaleout.Run(campaign, scaleout.Config{Kube: bf.kube, Namespace: bf.ns, Service: bf.peers,
-						Identity: bf.podName, Replica: bf.replica, Lead: bf.be.Lead, Sign: cfg.Gateway.Auth.Sign,
-						Registry: srv.G.Registry(), Logger: logger})
+					leadErr = bf.campaign(campaign, cfg, srv, logger)
 				}()
 			}
 			select {
