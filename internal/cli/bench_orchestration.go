@@ -43,7 +43,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
   gantry bench orchestration --knative --quick`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyKnativeFlags(cmd, &opts, &kn, quick); err != nil {
+			if err := applyKnativeFlags(cmd, &opts, &kn, quick, ctlArgs); err != nil {
 				return err
 			}
 			if err := applyOrchestrationLists(cmd, &opts, controllers, cases); err != nil {

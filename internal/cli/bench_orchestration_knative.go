@@ -3,6 +3,7 @@ package cli
 import (
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -40,7 +41,7 @@ var (
 
 // applyKnativeFlags applies --quick and --knative to opts and refuses a
 // flag the run would ignore.
-func applyKnativeFlags(cmd *cobra.Command, opts *orchbench.Options, k *knativeBenchFlags, quick bool) error {
+func applyKnativeFlags(cmd *cobra.Command, opts *orchbench.Options, k *knativeBenchFlags, quick bool, ctlArgs string) error {
 	for _, name := range knativeOnly {
 		if !k.on && cmd.Flags().Changed(name) {
 			return usagef("bench orchestration: --%s needs --knative", name)
@@ -61,13 +62,16 @@ func applyKnativeFlags(cmd *cobra.Command, opts *orchbench.Options, k *knativeBe
 	if quick {
 		*opts = opts.KnativeQuick()
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// The Gantry arm's controller is `gantry controller --knative` in a
+	// process of its own, as vanilla's kube-controller-manager is.
+	opts.KN.ControllerCommand = append([]string{self, "controller"}, strings.Fields(ctlArgs)...)
 	if opts.Kubeconfig == "" {
 		// The Services' image dev.local/gantry-fn:NAME runs `gantry fn
 		// NAME`: this binary.
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
 		opts.KN.Programs = map[string]string{"gantry": self}
 		// The process node runs in this process; its client-go informers
 		// log every cache sync through klog, which would bury the

@@ -48,6 +48,9 @@ type knRun struct {
 	triggers map[churnKey]*TriggerStats
 	// lastTriggers is the last iteration's count, for its progress line.
 	lastTriggers int
+	// clusterKubeconfig is the local control plane's, when the run
+	// started one.
+	clusterKubeconfig string
 }
 
 // runKnative is Run with Options.Knative: each arm on a control plane of
@@ -89,7 +92,11 @@ func (k *knRun) arm(ctx context.Context, ctl string) error {
 	defer cancel()
 	var stopGantry func() error
 	if isGantry(ctl) {
-		if stopGantry, err = k.startGantryKnative(ctx, ctl); err != nil {
+		start := k.startGantryKnative
+		if len(k.opts.KN.ControllerCommand) > 0 {
+			start = k.startGantryProcess
+		}
+		if stopGantry, err = start(ctx, ctl); err != nil {
 			return err
 		}
 	}
@@ -144,7 +151,7 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 			k.logf("stopping the local control plane")
 			_ = c.Stop()
 		}
-		k.cfg, k.ingress = c.RESTConfig(), c.KnativeIngressAddr()
+		k.cfg, k.ingress, k.clusterKubeconfig = c.RESTConfig(), c.KnativeIngressAddr(), c.KubeconfigPath()
 	}
 	k.cfg = rest.CopyConfig(k.cfg)
 	k.cfg.WarningHandler = rest.NoWarnings{} // Knative's securityContext advice on every Service

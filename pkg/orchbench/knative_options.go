@@ -36,6 +36,11 @@ type KnativeOptions struct {
 	// started for the run; "gantry" must name a gantry binary (the image
 	// dev.local/gantry-fn:NAME runs `gantry fn NAME`).
 	Programs map[string]string
+	// ControllerCommand, when set, runs the Gantry arm's controller as a
+	// process of its own: the argv of `gantry controller` with its flags
+	// (--kubeconfig and the --knative ones are added); empty runs it in
+	// this process (Options.Controller), as the tests do.
+	ControllerCommand []string
 }
 
 // Knative's request-path bounds.
