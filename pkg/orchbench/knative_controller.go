@@ -78,13 +78,18 @@ func (k *knRun) startGantryProcess(ctx context.Context, ctl string) (func() erro
 	var exitErr error
 	go func() { exitErr = cmd.Wait(); close(exited) }()
 	stop := func() error {
-		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		err := k.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(bg, knativert.WebhookConfigurationName, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			err = fmt.Errorf("remove the webhook's registration: %w", err)
-		} else {
-			err = nil
+		var err error
+		if ctx.Err() == nil || k.opts.Kubeconfig != "" {
+			// Only a cluster that outlives the run needs it gone (a
+			// registration without its server refuses Knative's writes).
+			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			err = k.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(bg, knativert.WebhookConfigurationName, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				err = fmt.Errorf("remove the webhook's registration: %w", err)
+			} else {
+				err = nil
+			}
 		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
