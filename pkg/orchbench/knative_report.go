@@ -1,7 +1,11 @@
 package orchbench
 
 import (
+	"fmt"
+	"io"
 	"maps"
+	"slices"
+	"text/tabwriter"
 	"time"
 )
 
@@ -119,4 +123,33 @@ func (k *knRun) triggerList() []TriggerStats {
 		}
 	}
 	return out
+}
+
+// writeKnativeTable prints a Knative run's requests and triggers.
+func (r *Report) writeKnativeTable(w io.Writer) error {
+	if len(r.Requests) == 0 && len(r.Triggers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "controller\tmode\tburst\trequests\tok\tfailed\tscale-ups\tby\tcancelled\tforeign\t")
+	for i, rs := range r.Requests {
+		var ts TriggerStats
+		if i < len(r.Triggers) {
+			ts = r.Triggers[i]
+		}
+		failed, by := "", ""
+		for _, k := range slices.Sorted(maps.Keys(rs.Failed)) {
+			failed += fmt.Sprintf("%s:%d ", k, rs.Failed[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(ts.Writers)) {
+			by += fmt.Sprintf("%s:%d ", k, ts.Writers[k])
+		}
+		if failed == "" {
+			failed = "0"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t\n", rs.Controller, rs.Mode, rs.Burst, rs.Sent, rs.OK,
+			failed, ts.Triggers, by, ts.Cancelled, ts.Foreign)
+	}
+	return tw.Flush()
 }

@@ -147,6 +147,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	if err := r.writeKnativeTable(w); err != nil {
+		return err
+	}
 	if r.Interrupted {
 		_, err := fmt.Fprintln(w, "\ninterrupted: the figures above are partial")
 		return err
