@@ -532,6 +532,14 @@ func (h *hooked) SetColdStart(d time.Duration) {
 	h.coldStarts = append(h.coldStarts, d)
 }
 
+// Refused passes refusals on to the wrapped policy, which asks for them.
+func (h *hooked) Refused(now time.Time, fn int, size float64, n policy.Counts) int {
+	if r, ok := h.Policy.(policy.Refuser); ok {
+		return r.Refused(now, fn, size, n)
+	}
+	return 0
+}
+
 func (h *hooked) LookAhead(_ time.Time, views []policy.View, out []policy.Decision) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

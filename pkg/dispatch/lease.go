@@ -109,6 +109,9 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		<-c.got // the slot is ours already; the channel is for waiters
 	case policy.Refuse:
 		fn.stats.Rejected++
+		// A policy that counts refusals sees the demand the queue turned
+		// away (policy.Caps.Refusals).
+		d.lockedApply(fn, policy.Decision{Add: g.con.Refused(now, fn.idx, r.Size, d.lockedCounts(fn))}, now)
 		return nil, nil, fmt.Errorf("%w: function %q has %d requests waiting", ErrQueueFull, fn.decl.Name, fn.queue.Len())
 	case policy.Enqueue:
 		fn.queue.Push(c.entry, c)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"gantry.dev/gantry/pkg/e2etest"
 	"gantry.dev/gantry/pkg/knativeingress"
 	"gantry.dev/gantry/pkg/knativeinstall"
 	"gantry.dev/gantry/pkg/localcluster"
@@ -34,10 +36,25 @@ func TestMain(m *testing.M) {
 			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<16))
 			fmt.Fprintf(w, "knative-test:%s", body)
 		})
+		// /who answers the pod's name and the caller's address, after
+		// ?sleep= (at most 5 s), so a test can hold requests open.
+		http.HandleFunc("/who", func(w http.ResponseWriter, r *http.Request) {
+			if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
+				time.Sleep(min(d, 5*time.Second))
+			}
+			fmt.Fprintf(w, "%s %s", os.Getenv("HOSTNAME"), r.RemoteAddr)
+		})
 		fmt.Fprintln(os.Stderr, http.ListenAndServe(":"+os.Getenv("PORT"), nil))
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if shared.c != nil {
+		if err := shared.c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the shared cluster:", err)
+			code = max(code, 1)
+		}
+	}
+	os.Exit(code)
 }
 
 // Knative Serving, unpatched, on the local control plane: Start with
@@ -53,41 +70,9 @@ func TestMain(m *testing.M) {
 // knative), so a missing build fails; the test needs root for the process
 // node's network namespaces.
 func TestKnativeGetsReadyOnTheLocalControlPlane(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane and Knative; skipped under -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: Knative's pods run on a process node, in network namespaces of their own")
-	}
-	if err := knativeinstall.RequireBuild(); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := localcluster.Start(ctx, localcluster.Options{
-		ProcessNodes: 1, Scheduler: true, ControllerManager: true, Knative: true,
-		Programs:       map[string]string{"knative-test-server": self},
-		KnativeIngress: "127.0.0.1:0",
-		StartIngress: func(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, addr string) (localcluster.Ingress, error) {
-			srv, err := knativeingress.Start(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: log}, addr, "127.0.0.1:0")
-			if err != nil {
-				return nil, err
-			}
-			return srv, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	c := startKnativeCluster(t)
 	cfg := c.RESTConfig()
 	cfg.WarningHandler = rest.NoWarnings{} // Knative's securityContext advice on every Service
 	client := kubernetes.NewForConfigOrDie(cfg)
@@ -130,21 +115,72 @@ func TestKnativeGetsReadyOnTheLocalControlPlane(t *testing.T) {
 		t.Errorf("a Service with min-scale -1: %v, want the webhook's refusal naming min-scale", err)
 	}
 
-	serveThroughKnative(ctx, t, client, dyn)
-	if got := post(ctx, t, "http://"+c.KnativeIngressAddr()+"/", "hello.default."+knativeinstall.DefaultDomain); got != "knative-test:ping" {
+	ns := e2etest.Namespace(t, client)
+	serveThroughKnative(ctx, t, client, dyn, ns)
+	if got := post(ctx, t, "http://"+c.KnativeIngressAddr()+"/", "hello."+ns+"."+knativeinstall.DefaultDomain); got != "knative-test:ping" {
 		t.Errorf("through Gantry's Knative ingress: %q, want %q", got, "knative-test:ping")
 	}
+}
+
+// shared is the cluster the tests of this binary share: starting Knative
+// costs most of a test's time. TestMain stops it.
+var shared struct {
+	sync.Once
+	c   *localcluster.Cluster
+	err error
+}
+
+// startKnativeCluster returns the shared local control plane with Knative
+// and Gantry's Knative ingress, this test binary as the program
+// knative-test-server, starting it on first use. Each test works in a
+// namespace of its own.
+func startKnativeCluster(t *testing.T) *localcluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane and Knative; skipped under -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: Knative's pods run on a process node, in network namespaces of their own")
+	}
+	if err := knativeinstall.RequireBuild(); err != nil {
+		t.Fatal(err)
+	}
+	shared.Do(func() {
+		self, err := os.Executable()
+		if err != nil {
+			shared.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		shared.c, shared.err = localcluster.Start(ctx, localcluster.Options{
+			ProcessNodes: 1, Scheduler: true, ControllerManager: true, Knative: true,
+			Programs:       map[string]string{"knative-test-server": self},
+			KnativeIngress: "127.0.0.1:0",
+			StartIngress: func(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, addr string) (localcluster.Ingress, error) {
+				srv, err := knativeingress.Start(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: log}, addr, "127.0.0.1:0")
+				if err != nil {
+					return nil, err
+				}
+				return srv, nil
+			},
+		})
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.c
 }
 
 // serveThroughKnative creates a Knative Service running this test binary
 // as its user container and returns once the Service is Ready, its pod on
 // the process node.
-func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface) {
+func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, ns string) {
 	t.Helper()
 	svc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "serving.knative.dev/v1",
 		"kind":       "Service",
-		"metadata":   map[string]any{"name": "hello", "namespace": "default"},
+		"metadata":   map[string]any{"name": "hello", "namespace": ns},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"containers": []any{map[string]any{
 				"image":   "dev.local/knative-test:1",
@@ -153,13 +189,13 @@ func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.In
 			}},
 		}}},
 	}}
-	if _, err := dyn.Resource(knativeinstall.KnativeServiceGVR).Namespace("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(knativeinstall.KnativeServiceGVR).Namespace(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const rev = "hello-00001"
 	var last string
 	for {
-		u, err := dyn.Resource(knativeinstall.KnativeServiceGVR).Namespace("default").Get(ctx, "hello", metav1.GetOptions{})
+		u, err := dyn.Resource(knativeinstall.KnativeServiceGVR).Namespace(ns).Get(ctx, "hello", metav1.GetOptions{})
 		if err == nil && readyCondition(u) == "True" {
 			break
 		}
@@ -174,7 +210,7 @@ func serveThroughKnative(ctx context.Context, t *testing.T, client kubernetes.In
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "serving.knative.dev/revision=" + rev})
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "serving.knative.dev/revision=" + rev})
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("the Revision's pods: %v %v", pods, err)
 	}

@@ -49,8 +49,9 @@ func (c *Cluster) apiserverArgs() []string {
 	}
 	if c.opts.Knative {
 		// Knative's webhook is a Service whose pods are on a process node:
-		// the API server has no kube-proxy to reach a ClusterIP, so it
-		// dials the Service's endpoint addresses itself.
+		// ClusterIPs answer only inside the pods' namespaces (the process
+		// node's service proxy), not on the host, so the API server dials
+		// the Service's endpoint addresses itself.
 		args = append(args, "--enable-aggregator-routing=true")
 	}
 	if !c.opts.ControllerManager {

@@ -64,7 +64,8 @@
 // Deployments on the process nodes, whose image map sends Knative's
 // ko:// images to the built binaries. kube-apiserver then runs with
 // --enable-aggregator-routing=true (it reaches Knative's webhook at the
-// pod's address; nothing serves ClusterIPs here), and the controller
+// pod's address: the host does not route the Service range, whose
+// ClusterIPs answer only inside the pods' namespaces), and the controller
 // manager also runs the ClusterRole aggregation, Endpoints and
 // EndpointSlice mirroring controllers Knative relies on. With
 // Options.KnativeIngress, Gantry's Knative ingress (pkg/knativeingress)

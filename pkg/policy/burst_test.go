@@ -123,3 +123,55 @@ func dispersionAfter(t *testing.T, seed uint64, start, d time.Duration) (float64
 	}
 	return c.dispersion()
 }
+
+// A full queue admits what the containers drain, so the admitted rate
+// stays flat while the demand rises: the refusals (Contract.Refused) are
+// what shows the rise. 20/s, then 60/s of which only 20/s are admitted:
+// gantry raises an alarm within a second of the step and sizes for the
+// demand; gantry-no-refused sees a flat 20/s and neither alarms nor
+// re-sizes at the next window.
+func TestRefusalsShowTheRiseAFullQueueHides(t *testing.T) {
+	step := 2 * time.Minute
+	for _, name := range []string{"gantry", "gantry-no-refused"} {
+		c := mustNew(t, name, spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
+		con, err := NewContract(c, Support{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(5, 7))
+		views, out := make([]View, 1), make([]Decision, 1)
+		first, next, at := time.Duration(-1), time.Duration(0), time.Duration(0)
+		for at < step+15*time.Second {
+			if at >= next {
+				c.Plan(t0.Add(next), views, out)
+				next += 500 * ms
+				continue
+			}
+			before := c.burst.alarms
+			if at < step || rng.IntN(3) == 0 {
+				c.Arrive(t0.Add(at), 0, 50, views[0].Counts)
+				if err := c.Complete(0, 50, 200*ms, 50); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				con.Refused(t0.Add(at), 0, 50, views[0].Counts)
+			}
+			if c.burst.alarms > before && first < 0 && at >= step {
+				first = at
+			}
+			rate := 20.0
+			if at >= step {
+				rate = 60
+			}
+			at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		}
+		switch {
+		case name == "gantry" && (first < step || first > step+time.Second):
+			t.Errorf("gantry: 20/s -> 60/s demand behind a full queue at %v: first alarm at %v, want within a second", step, first)
+		case name == "gantry" && c.rate < 30:
+			t.Errorf("gantry: predicted rate %.1f/s after 15 s of 60/s demand, want the demand counted (EWMA: about 40)", c.rate)
+		case name != "gantry" && (first >= 0 || c.rate > 25):
+			t.Errorf("%s: alarm at %v, rate %.1f/s: without refusals the admitted 20/s is all it sees", name, first, c.rate)
+		}
+	}
+}

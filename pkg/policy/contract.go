@@ -47,6 +47,10 @@ type Caps struct {
 	// Clairvoyant: the policy reads Spec.Truth, the future load and the
 	// true execution times, which only a simulator knows.
 	Clairvoyant bool
+	// Refusals: the driver tells the policy of every request refused at
+	// a full queue (Contract.Refused), so that the demand it sizes for
+	// includes what the queue turned away.
+	Refusals bool
 }
 
 // Support is what a driver can do beyond what every driver must (every
@@ -80,6 +84,7 @@ func (p parts) caps() Caps {
 		ColdStart:   true,
 		LookAhead:   p.lookAhead && p.react == reactOverload,
 		Clairvoyant: p.truth,
+		Refusals:    p.countRefused,
 	}
 	c.Estimates = p.order != FIFO || c.Detailed
 	if p.instances != nil {
@@ -119,6 +124,7 @@ type Contract struct {
 	look   interface {
 		LookAhead(now time.Time, views []View, out []Decision)
 	}
+	refused Refuser
 	// lookedAt is when an arrival last ran the Look-Ahead Scaler.
 	lookedAt time.Time
 }
@@ -152,7 +158,30 @@ func NewContract(p Policy, s Support) (*Contract, error) {
 			return nil, fmt.Errorf("%w: policy %s looks ahead but has no LookAhead", ErrBadSpec, p.Name())
 		}
 	}
+	if c.Caps.Refusals {
+		if c.refused, ok = p.(Refuser); !ok {
+			return nil, fmt.Errorf("%w: policy %s counts refusals but has no Refused", ErrBadSpec, p.Name())
+		}
+	}
 	return c, nil
+}
+
+// Refuser is the hook of a policy with Caps.Refusals: Refused records a
+// request that function fn's full queue refused, and returns the
+// instances to start for fn at once.
+type Refuser interface {
+	Refused(now time.Time, fn int, size float64, c Counts) int
+}
+
+// Refused tells the policy, when it counts refusals, of a request that
+// function fn's full queue refused (Admit returned Refuse), and returns
+// the instances it wants started at once, which the driver applies as it
+// applies Arrive's. Counts are fn's after the refusal.
+func (c *Contract) Refused(now time.Time, fn int, size float64, n Counts) int {
+	if c.refused == nil {
+		return 0
+	}
+	return c.refused.Refused(now, fn, size, n)
 }
 
 // Estimate is the predicted execution time a queued request carries

@@ -59,6 +59,9 @@ type fnState struct {
 	// burstTarget is the SLO sizing at the rate plus a burst's excess
 	// (burstResize), the target while the excess is in force.
 	burstTarget int
+	// refused is set when the function's full queue refused a request
+	// since the last Plan (Refused): its backlog rule applies.
+	refused bool
 }
 
 // core implements every named policy; parts says which mechanisms it uses.

@@ -103,6 +103,11 @@ type parts struct {
 	// excess load to the target, instead of the panic rule's tick test
 	// and multiplied, held target.
 	arrivalBurst bool
+	// countRefused counts a request refused at the head's full queue as
+	// an arrival (burst.go, Refused): demand the queue turned away is
+	// demand all the same, and without it a full queue hides an overload
+	// from the rate and the burst detector.
+	countRefused bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -137,7 +142,7 @@ var catalog = map[string]parts{
 		stream: true, truth: true},
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true,
-		sloSizing: true, ageRetire: true, arrivalBurst: true},
+		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -151,7 +156,7 @@ func gantryPanic(p *parts) {
 // and the burst detector: the stream packing capped at a + sqrt(D·a), the
 // panic rule with its hold, idling detection at window boundaries.
 func gantryStream(p *parts) {
-	p.sloSizing, p.ageRetire, p.arrivalBurst = false, false, false
+	p.sloSizing, p.ageRetire, p.arrivalBurst, p.countRefused = false, false, false, false
 	gantryPanic(p)
 	p.keepWindows, p.loadQuantileZ, p.steadyRetire = 3, 1, true
 }
@@ -165,6 +170,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-slo-sizing":  func(p *parts) { p.sloSizing = false; p.loadQuantileZ = 1 },
 	"gantry-no-age-retire":  func(p *parts) { p.ageRetire = false; p.keepWindows = 3; p.steadyRetire = true },
 	"gantry-no-burst":       func(p *parts) { p.arrivalBurst = false },
+	"gantry-no-refused":     func(p *parts) { p.countRefused = false },
 	"gantry-panic":          func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
 	"gantry-no-panic":       func(p *parts) { gantryStream(p); p.panic = false },
 	"gantry-no-stream":      func(p *parts) { p.stream = false; p.empiricalMix = false },
@@ -200,7 +206,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-cusum", "gantry-no-hold",
-		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-slo-sizing", "gantry-no-steady-retire",
+		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-retire",
 		"gantry-no-stream", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
 }
 

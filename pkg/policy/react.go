@@ -173,13 +173,13 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 	if c.burst.excessNow(now) > 0 {
 		target = max(target, fs.burstTarget)
 	}
-	if slo := fs.spec.SLO; v.Queued > 0 && v.MaxWait > slo {
-		// A request has waited past its whole SLO: the containers run
-		// below the demand, and a full queue hides the refused part of
-		// it from the rate the sizing sees. Add the backlog's work,
-		// done within one SLO.
+	if slo := fs.spec.SLO; v.Queued > 0 && (v.MaxWait > slo || fs.refused) {
+		// A request has waited past its whole SLO, or the full queue
+		// refused one: the containers run below the demand. Add the
+		// backlog's work, done within one SLO.
 		target += int(math.Ceil(float64(v.Queued) * m / slo.Seconds()))
 	}
+	fs.refused = false
 	d.Add = max(d.Add, target-v.Live)
 	if d.Add == 0 {
 		d.Retire = c.retireByAge(v, target)

@@ -58,12 +58,15 @@
 //     pod network namespace there is no mount namespace either: the
 //     pod's status message names each mount it lacks, and environment
 //     values naming a mountPath name the folder instead.
-//   - Names (hosts.go): each pod's /etc/hosts names the API server and
-//     every Service with a ready endpoint (<svc>.<ns>.svc.cluster.local,
-//     <svc>.<ns>.svc, <svc>.<ns>) at one ready endpoint's address, kept in
-//     step with the EndpointSlices; a client dials the endpoint at the
-//     Service's port, so only Services whose port equals their targetPort
-//     work by name.
+//   - Services (svcproxy.go, hosts.go): a userspace service proxy, as
+//     kube-proxy's old userspace mode, answers every Service's
+//     ClusterIP:port in a service namespace of the node's on its bridge
+//     (which alone holds the Service range) and forwards each connection
+//     to the next ready endpoint at its targetPort; each pod's /etc/hosts
+//     names the API server and every Service (<svc>.<ns>.svc.cluster.local,
+//     <svc>.<ns>.svc, <svc>.<ns>, and <svc> in its own namespace) at its
+//     ClusterIP, a headless one at a ready endpoint, kept in step with the
+//     Services and EndpointSlices.
 //   - Output (stdout and stderr) goes to a log per run, timestamped per
 //     line and capped (Config.MaxLogBytes); the previous run's is kept.
 //     The kubelet API serves it, so kubectl logs works, with --previous,

@@ -54,7 +54,8 @@ var testPort int32
 
 // helperMain is a container's program. "serve" listens on $POD_IP:$PORT:
 // GET /healthz answers 200, GET / the environment it sees, GET /live 500
-// once $HOME/unhealthy exists, GET /slow after 300 ms. On SIGTERM it says
+// once $HOME/unhealthy exists, GET /slow after 300 ms, GET /fetch?url=U
+// what a GET of U from the pod gets. On SIGTERM it says
 // so and exits after $TERM_DELAY, or never with IGNORE_TERM=1; CHILD=1
 // starts a sleeping child in its process group first. "exit" prints a line
 // and exits with $EXIT_CODE.
@@ -105,6 +106,20 @@ func helperMain(mode string) {
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(300 * time.Millisecond)
 		fmt.Fprint(w, "slow done")
+	})
+	mux.HandleFunc("/fetch", func(w http.ResponseWriter, r *http.Request) {
+		// GET ?url= from inside the pod, on a new connection each time,
+		// and answer its status and body, or 502 and the error.
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := c.Get(r.URL.Query().Get("url"))
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprint(w, err)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{

@@ -9,18 +9,17 @@ package processnode
 //   - the API server, as kubernetes.default.svc.cluster.local,
 //     kubernetes.default.svc and kubernetes.default (and kubernetes in the
 //     namespace default), at the node's API relay (apirelay.go);
-//   - every Service with a ready endpoint, as <svc>.<ns>.svc.cluster.local,
-//     <svc>.<ns>.svc and <svc>.<ns> (and <svc> in the pod's own
-//     namespace), at the address of one ready endpoint of its
-//     EndpointSlices (the first in address order).
+//   - every Service, as <svc>.<ns>.svc.cluster.local, <svc>.<ns>.svc and
+//     <svc>.<ns> (and <svc> in the pod's own namespace): at its ClusterIP,
+//     which the node's service proxy answers (svcproxy.go), so a client
+//     reaches the Service's port whatever its targetPort; a headless
+//     Service (clusterIP: None) at the address of one ready endpoint of
+//     its EndpointSlices (the first in address order), and not at all
+//     while it has none.
 //
-// A name leads to a pod's address, not to the Service's port: a client
-// reaches the endpoint on the port it dials, so this works for Services
-// whose port equals their targetPort (Knative's autoscaler:
-// ws://autoscaler.knative-serving.svc.cluster.local:8080, whose targetPort
-// is 8080), and for no other. The files follow the EndpointSlices: each is
-// rewritten in place (not renamed, so the bind mounts see the new content)
-// when what it says changes.
+// The files follow the Services and EndpointSlices: each is rewritten in
+// place (not renamed, so the bind mounts see the new content) when what
+// it says changes.
 
 import (
 	"bytes"
@@ -31,8 +30,10 @@ import (
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 )
 
@@ -47,13 +48,26 @@ type hostsTable struct {
 	services map[string]string // "<svc>.<ns>" -> address
 }
 
-// serviceAddrs is, for each Service with a ready endpoint among the
-// slices, the address of its first ready endpoint.
-func serviceAddrs(slices []*discoveryv1.EndpointSlice) map[string]string {
+// serviceAddrs is the address of each Service: its ClusterIP, or for a
+// headless Service with a ready endpoint among the slices, the address of
+// its first ready endpoint. ExternalName Services have none.
+func serviceAddrs(services []*corev1.Service, slices []*discoveryv1.EndpointSlice) map[string]string {
+	out := map[string]string{}
+	headless := map[string]bool{}
+	for _, svc := range services {
+		key := svc.Name + "." + svc.Namespace
+		switch ip := svc.Spec.ClusterIP; {
+		case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		case ip == corev1.ClusterIPNone:
+			headless[key] = true
+		case ip != "":
+			out[key] = ip
+		}
+	}
 	cands := map[string][]string{}
 	for _, s := range slices {
 		svc := s.Labels[discoveryv1.LabelServiceName]
-		if svc == "" || s.AddressType != discoveryv1.AddressTypeIPv4 {
+		if svc == "" || s.AddressType != discoveryv1.AddressTypeIPv4 || !headless[svc+"."+s.Namespace] {
 			continue
 		}
 		for _, ep := range s.Endpoints {
@@ -66,7 +80,6 @@ func serviceAddrs(slices []*discoveryv1.EndpointSlice) map[string]string {
 			}
 		}
 	}
-	out := make(map[string]string, len(cands))
 	for k, addrs := range cands {
 		sort.Strings(addrs)
 		out[k] = addrs[0]
@@ -148,15 +161,20 @@ func writeHosts(netns string, content []byte) error {
 // removeHosts removes the pod's folder under /etc/netns.
 func removeHosts(netns string) { _ = os.RemoveAll(filepath.Join(etcNetns, netns)) }
 
-// refreshHosts recomputes the Services' addresses from the slices and
-// rewrites every pod's hosts file if they changed.
-func (p *Provider) refreshHosts(lister discoverylisters.EndpointSliceLister) {
+// refreshHosts recomputes the Services' addresses and rewrites every
+// pod's hosts file if they changed.
+func (p *Provider) refreshHosts(svcs corelisters.ServiceLister, lister discoverylisters.EndpointSliceLister) {
 	slices, err := lister.List(labels.Everything())
 	if err != nil {
 		p.cfg.Logger.Warn("listing EndpointSlices", "err", err)
 		return
 	}
-	if !p.cfg.Hosts.set(serviceAddrs(slices)) {
+	services, err := svcs.List(labels.Everything())
+	if err != nil {
+		p.cfg.Logger.Warn("listing Services", "err", err)
+		return
+	}
+	if !p.cfg.Hosts.set(serviceAddrs(services, slices)) {
 		return
 	}
 	p.mu.Lock()

@@ -77,7 +77,16 @@ func inClusterMain() int {
 	if err != nil {
 		return 1
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + net.JoinHostPort(name, os.Getenv("PORT")) + "/")
+	// The name is the Service's ClusterIP from the start; the proxy
+	// forwards once the backend is ready, and closes connections before.
+	var resp *http.Response
+	for {
+		resp, err = (&http.Client{Timeout: 10 * time.Second}).Get("http://" + net.JoinHostPort(name, os.Getenv("PORT")) + "/")
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		fmt.Println("fetch:", err)
 		return 1

@@ -24,9 +24,10 @@ import (
 // mountPath, KUBERNETES_SERVICE_HOST/PORT, the API relay); config map,
 // secret, downward-API and emptyDir volumes are at their mountPaths,
 // read-only where a kubelet makes them so; the downward API fills env; a
-// Service's name resolves, through the pod's hosts file, to the endpoint
-// of a pod that became ready (by an HTTP probe with Knative's
-// K-Network-Probe header) after the first pod had started.
+// Service's name resolves, through the pod's hosts file, to its ClusterIP,
+// where the node's service proxy forwards to a pod that became ready (by an
+// HTTP probe with Knative's K-Network-Probe header) after the first pod had
+// started.
 func TestKnativeShapedPod(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a control plane")
@@ -124,7 +125,7 @@ func TestKnativeShapedPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := string(raw)
-	backend, err := kc.CoreV1().Pods(ns).Get(ctx, "backend", metav1.GetOptions{})
+	backendSvc, err := kc.CoreV1().Services(ns).Get(ctx, "backend", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestKnativeShapedPod(t *testing.T) {
 		"env HOST_IP: " + pod.Status.HostIP + "\n", "env NODE_NAME: " + pod.Spec.NodeName + "\n",
 		"env SA_NAME: default\n", "env LABEL_APP: client\n", "env ANNOTATION_NOTE: shaped like Knative's\n",
 		"env MEM_REQUEST_MI: 64\n",
-		"resolve backend.kn.svc.cluster.local: [" + backend.Status.PodIP + "] <nil>",
+		"resolve backend.kn.svc.cluster.local: [" + backendSvc.Spec.ClusterIP + "] <nil>",
 		`fetch: 200 {"cwd"`,
 	} {
 		if !strings.Contains(logs, want) {

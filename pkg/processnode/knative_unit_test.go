@@ -3,8 +3,10 @@ package processnode
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,10 +117,11 @@ func TestServiceAccountTokenIsRequestedAndRefreshed(t *testing.T) {
 	}
 }
 
-// The hosts files name each Service with a ready endpoint at the first
-// ready address, in the pod's namespace by its short name too, and the
+// The hosts files name each Service at its ClusterIP, which the service
+// proxy answers, and a headless one at its first ready endpoint (not at
+// all without one), in the pod's namespace by its short name too, and the
 // API server at the relay.
-func TestHostsNameServicesAtAReadyEndpoint(t *testing.T) {
+func TestHostsNameServicesAtTheirClusterIP(t *testing.T) {
 	no, yes := false, true
 	slice := func(ns, svc string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 		return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svc + "-x",
@@ -127,10 +130,22 @@ func TestHostsNameServicesAtAReadyEndpoint(t *testing.T) {
 	ep := func(addr string, ready *bool) discoveryv1.Endpoint {
 		return discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
 	}
+	svc := func(ns, name, clusterIP string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{ClusterIP: clusterIP}}
+	}
+	ext := svc("kn", "mapped", "")
+	ext.Spec.Type, ext.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.test"
+	services := []*corev1.Service{
+		svc("knative-serving", "autoscaler", "10.96.0.20"), svc("kn", "none-ready", "10.96.0.21"),
+		svc("kn", "headless", "None"), svc("kn", "headless-none-ready", "None"), ext,
+	}
 	h := &hostsTable{apiAddr: "198.18.0.1"}
-	if !h.set(serviceAddrs([]*discoveryv1.EndpointSlice{
-		slice("knative-serving", "autoscaler", ep("198.18.0.9", &yes), ep("198.18.0.3", &no), ep("198.18.0.5", nil)),
+	if !h.set(serviceAddrs(services, []*discoveryv1.EndpointSlice{
+		slice("knative-serving", "autoscaler", ep("198.18.0.9", &yes)),
 		slice("kn", "none-ready", ep("198.18.0.7", &no)),
+		slice("kn", "headless", ep("198.18.0.9", &yes), ep("198.18.0.3", &no), ep("198.18.0.5", nil)),
+		slice("kn", "headless-none-ready", ep("198.18.0.7", &no)),
+		slice("kn", "no-service", ep("198.18.0.8", &yes)),
 	})) {
 		t.Fatal("the first table did not count as a change")
 	}
@@ -138,20 +153,74 @@ func TestHostsNameServicesAtAReadyEndpoint(t *testing.T) {
 	for _, want := range []string{
 		"198.18.0.2\tclient\n",
 		"198.18.0.1\tkubernetes.default.svc.cluster.local kubernetes.default.svc kubernetes.default\n",
-		"198.18.0.5\tautoscaler.knative-serving.svc.cluster.local autoscaler.knative-serving.svc autoscaler.knative-serving\n",
+		"10.96.0.20\tautoscaler.knative-serving.svc.cluster.local autoscaler.knative-serving.svc autoscaler.knative-serving\n",
+		"10.96.0.21\tnone-ready.kn.svc.cluster.local none-ready.kn.svc none-ready.kn none-ready\n",
+		"198.18.0.5\theadless.kn.svc.cluster.local headless.kn.svc headless.kn headless\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("hosts file lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "none-ready") {
-		t.Errorf("a Service with no ready endpoint is named:\n%s", got)
+	for _, not := range []string{"headless-none-ready", "mapped", "no-service"} {
+		if strings.Contains(got, not) {
+			t.Errorf("hosts file names %s:\n%s", not, got)
+		}
 	}
 	if got := string(h.render("knative-serving", "activator", "198.18.0.4")); !strings.Contains(got, "autoscaler.knative-serving autoscaler\n") {
 		t.Errorf("the short name is missing in the Service's own namespace:\n%s", got)
 	}
-	if h.set(serviceAddrs([]*discoveryv1.EndpointSlice{slice("knative-serving", "autoscaler", ep("198.18.0.5", nil))})) {
+	if h.set(serviceAddrs(services, []*discoveryv1.EndpointSlice{
+		slice("kn", "headless", ep("198.18.0.5", nil)), slice("kn", "none-ready", ep("198.18.0.7", &yes)),
+	})) {
 		t.Error("the same addresses counted as a change")
+	}
+}
+
+// The proxy listens on every TCP port of every Service with a ClusterIP in
+// the range, and forwards to the ready endpoints of the matching port.
+func TestServiceProxyListenersAndEndpoints(t *testing.T) {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	svc := func(name, ip string, ports ...corev1.ServicePort) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kn", Name: name}, Spec: corev1.ServiceSpec{ClusterIP: ip, Ports: ports}}
+	}
+	got := wantedListeners([]*corev1.Service{
+		svc("web", "10.96.0.30", corev1.ServicePort{Name: "http", Port: 80, Protocol: tcp},
+			corev1.ServicePort{Name: "dns", Port: 53, Protocol: udp}, corev1.ServicePort{Name: "h2", Port: 81}),
+		svc("headless", "None", corev1.ServicePort{Port: 80}),
+		svc("elsewhere", "10.200.0.1", corev1.ServicePort{Port: 80}),
+	}, DefaultServiceRange)
+	want := map[string]servicePort{
+		"10.96.0.30:80": {"kn", "web", "http"}, "10.96.0.30:81": {"kn", "web", "h2"},
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("listeners %v, want %v", got, want)
+	}
+
+	no, yes := false, true
+	name := func(s string) *string { return &s }
+	port := func(p int32) *int32 { return &p }
+	ep := func(addr string, ready *bool) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+	}
+	ess := []*discoveryv1.EndpointSlice{
+		{AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:     []discoveryv1.EndpointPort{{Name: name("http"), Port: port(8080), Protocol: &tcp}, {Name: name("h2"), Port: port(8081)}},
+			Endpoints: []discoveryv1.Endpoint{ep("198.18.0.9", &yes), ep("198.18.0.3", &no), ep("198.18.0.5", nil)}},
+		{AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:     []discoveryv1.EndpointPort{{Name: name("http"), Port: port(8080)}},
+			Endpoints: []discoveryv1.Endpoint{ep("198.18.0.9", &yes), ep("198.18.0.6", &yes)}},
+		{AddressType: discoveryv1.AddressTypeIPv6,
+			Ports:     []discoveryv1.EndpointPort{{Name: name("http"), Port: port(8080)}},
+			Endpoints: []discoveryv1.Endpoint{ep("fd00::1", &yes)}},
+	}
+	if got, want := endpointAddrs(ess, "http"), []string{"198.18.0.5:8080", "198.18.0.6:8080", "198.18.0.9:8080"}; !slices.Equal(got, want) {
+		t.Errorf("http endpoints %v, want %v", got, want)
+	}
+	if got, want := endpointAddrs(ess, "h2"), []string{"198.18.0.5:8081", "198.18.0.9:8081"}; !slices.Equal(got, want) {
+		t.Errorf("h2 endpoints %v, want %v", got, want)
+	}
+	if got := endpointAddrs(ess, ""); len(got) != 0 {
+		t.Errorf("an unnamed port matched %v", got)
 	}
 }
 

@@ -135,6 +135,46 @@ func (n *podNet) addPod(ip netip.Addr) (string, error) {
 	return ns, nil
 }
 
+// Names of the node's service namespace, where its service proxy listens
+// (svcproxy.go).
+func (n *podNet) serviceNS() string   { return nsPrefix + strconv.Itoa(n.index) + "-svc" }
+func (n *podNet) serviceVeth() string { return vethPrefix + strconv.Itoa(n.index) + "-svc" }
+
+// serviceAddr is the service namespace's address on the bridge, the /24's
+// last host address, which the node never gives a pod.
+func (n *podNet) serviceAddr() netip.Addr { return lastAddr(n.prefix).Prev() }
+
+// addServiceNS creates the node's service namespace: on the bridge at
+// serviceAddr, and with the whole Service range local (a local route on
+// its loopback), so it answers the pods' ARP for every ClusterIP and its
+// sockets may bind any of them. It routes only the /24, and nothing
+// leaves it but answers to the pods: the proxy dials the endpoints from
+// the host (svcproxy.go).
+func (n *podNet) addServiceNS() (string, error) {
+	ns, veth := n.serviceNS(), n.serviceVeth()
+	_ = runIP("link", "del", veth)
+	_ = runIP("netns", "del", ns)
+	err := ipBatch("", []string{
+		"netns add " + ns,
+		"link add " + veth + " type veth peer name eth0 netns " + ns,
+		"link set " + veth + " master " + bridgeName(n.index) + " up",
+	})
+	if err == nil {
+		err = ipBatch(ns, []string{
+			fmt.Sprintf("addr add %s/%d dev eth0", n.serviceAddr(), n.prefix.Bits()),
+			"link set lo up",
+			"link set eth0 up",
+			fmt.Sprintf("route add local %s dev lo", n.services),
+		})
+	}
+	if err != nil {
+		_ = runIP("link", "del", veth)
+		_ = runIP("netns", "del", ns)
+		return "", err
+	}
+	return ns, nil
+}
+
 // delPod removes the pod's namespace and its veth pair. The host's end is
 // deleted by name: a namespace lives on while a process holds it, and the
 // pair with it.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -20,8 +21,12 @@ import (
 	"github.com/google/nftables"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // newTestPodNet claims a /24 of routedSpace and makes its bridge, as a
@@ -83,10 +88,12 @@ func routeDsts(routes []map[string]any, dev string) []string {
 
 // Every pod gets a network namespace of its own on the node's bridge; the
 // namespaces route only the node's /24 and the Service range, so a pod's
-// dial to any other address fails without a packet, a ClusterIP dial (no
-// kube-proxy answers it) stays on the bridge, and the host reaches the pods
-// through the bridge alone. Netfilter counters on the host and in a pod's
-// namespace check where packets went; pods and node leave nothing behind.
+// dial to any other address fails without a packet, a ClusterIP dial
+// stays on the bridge, where the node's service namespace answers it (the
+// service proxy forwarding a Service's port from the host to a pod, and
+// refusing a port no Service has), and the host reaches the pods through
+// the bridge alone. Netfilter counters on the host and in a pod's namespace
+// check where packets went; pods and node leave nothing behind.
 func TestPodNetworkNamespacesSendNothingElsewhere(t *testing.T) {
 	pn := newTestPodNet(t)
 	br := bridgeName(pn.index)
@@ -107,8 +114,11 @@ func TestPodNetworkNamespacesSendNothingElsewhere(t *testing.T) {
 	host.add("to_pods_out", nftables.ChainHookPostrouting, append(notLocal, addrIn(false, pn.prefix, true))...)
 	// Pod-to-pod packets are bridged, and with br_netfilter they pass
 	// these hooks too, in and out on the bridge: they do not count.
+	// Nor do those to the Service range, bridged to the service namespace;
+	// none of those may leave through another interface.
 	host.add("pods_beyond_host", nftables.ChainHookPrerouting, ifName(true, br, true),
-		addrIn(false, pn.prefix, false))
+		addrIn(false, pn.prefix, false), addrIn(false, DefaultServiceRange, false))
+	host.add("services_off_bridge", nftables.ChainHookPostrouting, append(notLocal, addrIn(false, DefaultServiceRange, true))...)
 	host.add("forwarded", nftables.ChainHookForward, ifName(true, br, true), ifName(false, br, false))
 	host.commit(t)
 
@@ -134,8 +144,19 @@ func TestPodNetworkNamespacesSendNothingElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer onLoopback.Close()
-	external, clusterIP := "203.0.113.7:80", "10.96.0.1:443"
-	targets := []string{serverAddr, onBridge.Addr().String(), onLoopback.Addr().String(), external, clusterIP}
+	// The service proxy: a Service at 10.96.0.10:80 whose endpoint is the
+	// server pod at testPort, from listers the test fills.
+	svcNS, err := pn.addServiceNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := routeDsts(ipRoutes(t, svcNS), ""); !slices.Equal(rs, []string{pn.prefix.String() + " dev eth0"}) {
+		t.Errorf("the service namespace routes %v, want only the /24", rs)
+	}
+	proxy := newTestServiceProxy(t, svcNS, server.Status.PodIP, testPort)
+	defer proxy.close()
+	external, clusterIP, service := "203.0.113.7:80", "10.96.0.1:443", "10.96.0.10:80"
+	targets := []string{serverAddr, onBridge.Addr().String(), onLoopback.Addr().String(), external, clusterIP, service}
 	dialer := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "dialer", UID: types.UID("uid-dialer")},
 		Spec: corev1.PodSpec{NodeName: "test-node", RestartPolicy: corev1.RestartPolicyNever,
@@ -182,7 +203,8 @@ func TestPodNetworkNamespacesSendNothingElsewhere(t *testing.T) {
 		"dial " + onBridge.Addr().String() + ": ok",         // the host, at the pod's host IP
 		"dial " + onLoopback.Addr().String() + ": dial tcp", // the pod's own loopback: refused
 		"dial " + external + ": dial tcp " + external + ": connect: network is unreachable",
-		"dial " + clusterIP + ": dial tcp " + clusterIP + ": ", // nobody answers on the bridge
+		"dial " + clusterIP + ": dial tcp " + clusterIP + ": connect: connection refused", // no Service has it
+		"dial " + service + ": ok",                                                        // the service proxy
 	} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the dialer's log lacks %q:\n%s", want, logs)
@@ -195,7 +217,7 @@ func TestPodNetworkNamespacesSendNothingElsewhere(t *testing.T) {
 	if n := host.packets(t, "to_pods"); n == 0 {
 		t.Error("no packet from the host to the pods counted on the bridge: the counters count nothing")
 	}
-	for _, name := range []string{"from_pods_out", "to_pods_out", "pods_beyond_host", "forwarded"} {
+	for _, name := range []string{"from_pods_out", "to_pods_out", "pods_beyond_host", "services_off_bridge", "forwarded"} {
 		if n := host.packets(t, name); n != 0 {
 			t.Errorf("host counter %s: %d packets, want 0", name, n)
 		}
@@ -222,6 +244,33 @@ func TestPodNetworkNamespacesSendNothingElsewhere(t *testing.T) {
 	}
 	pn.close()
 	assertNoNetwork(t, pn)
+}
+
+// newTestServiceProxy answers 10.96.0.10:80 in netns, forwarding to
+// podIP:port, with listers the test fills instead of informers.
+func newTestServiceProxy(t *testing.T, netns, podIP string, port int32) *serviceProxy {
+	t.Helper()
+	name, ready := "http", true
+	idx := func() cache.Indexer {
+		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}
+	services, slices := idx(), idx()
+	if err := services.Add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.ServiceSpec{
+		ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: name, Port: 80}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := slices.Add(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-x",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:     []discoveryv1.EndpointPort{{Name: &name, Port: &port}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{podIP}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}}}); err != nil {
+		t.Fatal(err)
+	}
+	sp := newServiceProxy(netns, DefaultServiceRange, discoverylisters.NewEndpointSliceLister(slices), slog.New(slog.DiscardHandler))
+	sp.sync(corelisters.NewServiceLister(services))
+	if len(sp.listeners) != 1 {
+		t.Fatalf("the service proxy listens on %d addresses, want 1", len(sp.listeners))
+	}
+	return sp
 }
 
 func podLog(t *testing.T, tn *testNode, name string) string {
@@ -266,8 +315,8 @@ func assertNoNetwork(t *testing.T, pn *podNet) {
 	}
 }
 
-// A node killed before it could clean up leaves its bridge, namespaces and
-// links; CleanupNetwork, which `gantry cluster down` runs on each node's
+// A node killed before it could clean up leaves its bridge, namespaces (its
+// service namespace too) and links; CleanupNetwork, which `gantry cluster down` runs on each node's
 // folder, removes them once the node's claim on its /24 is gone.
 func TestCleanupNetworkRemovesWhatAKilledNodeLeft(t *testing.T) {
 	if testing.Short() {
@@ -289,6 +338,9 @@ func TestCleanupNetworkRemovesWhatAKilledNodeLeft(t *testing.T) {
 	defer removeNetwork(pn.index)
 	ip := pn.gateway.Next()
 	if _, err := pn.addPod(ip); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pn.addServiceNS(); err != nil {
 		t.Fatal(err)
 	}
 	// While the node holds its claim, cleanup leaves its network alone.

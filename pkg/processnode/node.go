@@ -189,8 +189,11 @@ type Node struct {
 	prefix netip.Prefix
 	net    *podNet // the pods' bridge and namespaces, if the node made them
 	relay  *apiRelay
-	// stopServices stops the EndpointSlice informer of the hosts files.
+	proxy  *serviceProxy // answers the ClusterIPs, when the pods have namespaces
+	// stopServices stops the Service and EndpointSlice informers of the
+	// hosts files and the service proxy.
 	stopServices chan struct{}
+	servicesDone chan struct{} // closed when their loop has returned
 	ownsDir      bool
 	cancel       context.CancelFunc
 	done         chan struct{}
@@ -258,7 +261,7 @@ func (n *Node) setup() error {
 	if n.net != nil {
 		// The pods reach their host at the bridge's address.
 		hostIP = n.net.gateway.String()
-		reserved = append(reserved, n.net.gateway)
+		reserved = append(reserved, n.net.gateway, n.net.serviceAddr())
 	}
 	addrs, err := newAddrPool(prefix, cfg.MaxPods, reserved...)
 	if err != nil {
@@ -313,7 +316,9 @@ func (n *Node) setup() error {
 		return err
 	}
 	if hosts != nil {
-		n.watchServices()
+		if err := n.watchServices(); err != nil {
+			return fmt.Errorf("processnode: service proxy: %w", err)
+		}
 	}
 	if ln != nil {
 		h := api.PodHandler(api.PodHandlerConfig{
@@ -353,11 +358,17 @@ func (n *Node) apiForPods() (host, port string) {
 // kubernetes.default and kubernetes.default.svc).
 const apiServerName = "kubernetes.default.svc"
 
-// watchServices keeps the pods' hosts files in step with the cluster's
-// EndpointSlices until the node stops.
-func (n *Node) watchServices() {
+// watchServices keeps the pods' hosts files and the service proxy in step
+// with the cluster's Services and EndpointSlices until the node stops.
+func (n *Node) watchServices() error {
+	ns, err := n.net.addServiceNS()
+	if err != nil {
+		return err
+	}
 	f := informers.NewSharedInformerFactory(n.cfg.Client, 10*time.Minute)
-	inf := f.Discovery().V1().EndpointSlices()
+	slices := f.Discovery().V1().EndpointSlices()
+	services := f.Core().V1().Services()
+	n.proxy = newServiceProxy(ns, n.net.services, slices.Lister(), n.cfg.Logger.With("node", n.cfg.Name))
 	wake := make(chan struct{}, 1)
 	poke := func(any) {
 		select {
@@ -365,18 +376,22 @@ func (n *Node) watchServices() {
 		default:
 		}
 	}
-	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, o any) { poke(o) }})
+	for _, inf := range []cache.SharedIndexInformer{slices.Informer(), services.Informer()} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: poke, DeleteFunc: poke, UpdateFunc: func(_, o any) { poke(o) }})
+	}
 	stop := make(chan struct{})
 	n.stopServices = stop
 	f.Start(stop)
-	lister := inf.Lister()
+	n.servicesDone = make(chan struct{})
 	go func() {
-		if !cache.WaitForCacheSync(stop, inf.Informer().HasSynced) {
+		defer close(n.servicesDone)
+		if !cache.WaitForCacheSync(stop, slices.Informer().HasSynced, services.Informer().HasSynced) {
 			return
 		}
 		for {
-			n.prov.refreshHosts(lister)
+			n.proxy.sync(services.Lister())
+			n.prov.refreshHosts(services.Lister(), slices.Lister())
 			select {
 			case <-stop:
 				return
@@ -384,6 +399,7 @@ func (n *Node) watchServices() {
 			}
 		}
 	}()
+	return nil
 }
 
 // claimAddresses claims a /24 no other node on the machine uses: of
@@ -531,6 +547,12 @@ func (n *Node) Stop() error {
 func (n *Node) cleanup() {
 	if n.stopServices != nil {
 		close(n.stopServices)
+		if n.servicesDone != nil {
+			<-n.servicesDone
+		}
+	}
+	if n.proxy != nil {
+		n.proxy.close()
 	}
 	if n.srv != nil {
 		_ = n.srv.Close()

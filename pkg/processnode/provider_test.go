@@ -163,26 +163,43 @@ func TestShorterGraceWins(t *testing.T) {
 }
 
 // A failing liveness probe kills the program and the restart policy brings
-// it back; the restart count and the last termination say so.
+// it back; the restart count and the last termination say so. (It once
+// failed under heavy load: with a 1 s initial delay and a failure
+// threshold of 1, a program slow to start was killed before it listened,
+// the restart count was already 1 when the test looked, and the run it
+// had seen Ready was still alive.)
 func TestLivenessFailureRestartsTheContainer(t *testing.T) {
 	tn := newTestNode(t, 2)
 	pod := servePod("live")
+	// The startup probe holds the liveness probe back until the program
+	// answers, however slow the machine is to start it (a liveness probe
+	// with an initial delay would race the start-up); the liveness
+	// probe's timeout is long, so only the 500 fails it.
+	pod.Spec.Containers[0].StartupProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(testPort)}},
+		PeriodSeconds: 1, FailureThreshold: 120,
+	}
 	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(testPort)}},
-		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1,
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(testPort)}},
+		PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 10,
 	}
 	grace := int64(1)
 	pod.Spec.TerminationGracePeriodSeconds = &grace
 	tn.create(t, pod)
-	first := tn.waitFor(t, "live", "ready", 10*time.Second, podReady)
+	first := tn.waitFor(t, "live", "ready", 60*time.Second, podReady)
+	restarts := first.Status.ContainerStatuses[0].RestartCount
 	if err := os.WriteFile(filepath.Join(tn.p.get("ns/live").dir, "unhealthy"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := tn.waitFor(t, "live", "restarted", 10*time.Second, func(p *corev1.Pod) bool {
-		return p.Status.ContainerStatuses[0].RestartCount >= 1
+	// The file stays in the pod's folder ($HOME), so every run from now on
+	// fails its liveness probe with the 500: wait for a restart that says so.
+	p := tn.waitFor(t, "live", "restarted for the 500", 60*time.Second, func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses[0]
+		last := cs.LastTerminationState.Terminated
+		return cs.RestartCount > restarts && last != nil && strings.Contains(last.Message, "500 Internal Server Error")
 	})
 	last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
-	if last == nil || !strings.Contains(last.Message, "liveness probe failed") {
+	if !strings.Contains(last.Message, "liveness probe failed") {
 		rc, _ := tn.p.GetContainerLogs(context.Background(), "ns", "live", "main", api.ContainerLogOpts{Previous: true})
 		b, _ := io.ReadAll(rc)
 		t.Errorf("last termination %+v, want the liveness failure; its log:\n%s", last, b)
@@ -402,12 +419,19 @@ func TestExecAndTCPProbes(t *testing.T) {
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", `test -f ready && test "$HOSTNAME" = exec`}}},
 		PeriodSeconds: 1, FailureThreshold: 1,
 	}
+	// A TCP startup probe holds the liveness probe back until the program
+	// listens, however slow its start (an initial delay would race it on a
+	// loaded machine); the liveness probe's timeout is long.
+	c.StartupProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+		PeriodSeconds: 1, FailureThreshold: 120,
+	}
 	c.LivenessProbe = &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
-		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1,
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+		PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 10,
 	}
 	tn.create(t, pod)
-	p := tn.waitFor(t, "exec", "running", 10*time.Second, func(p *corev1.Pod) bool {
+	p := tn.waitFor(t, "exec", "running", 60*time.Second, func(p *corev1.Pod) bool {
 		return p.Status.ContainerStatuses[0].State.Running != nil
 	})
 	time.Sleep(1500 * time.Millisecond)
@@ -417,7 +441,7 @@ func TestExecAndTCPProbes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(filepathOf(tn, "exec"), "ready"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p = tn.waitFor(t, "exec", "ready", 10*time.Second, podReady)
+	p = tn.waitFor(t, "exec", "ready", 60*time.Second, podReady)
 	if n := p.Status.ContainerStatuses[0].RestartCount; n != 0 {
 		t.Errorf("a passing liveness probe restarted the program %d times", n)
 	}

@@ -216,7 +216,7 @@ type countingPolicy struct {
 // Caps are the wrapped policy's but for the hooks the wrapper hides.
 func (c *countingPolicy) Caps() policy.Caps {
 	caps := c.Policy.Caps()
-	caps.ColdStart, caps.LookAhead = false, false
+	caps.ColdStart, caps.LookAhead, caps.Refusals = false, false, false
 	return caps
 }
 

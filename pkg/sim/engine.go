@@ -391,7 +391,14 @@ func (e *engine) enqueue(fn int32, r int32) {
 	case policy.RunNow:
 		e.start(e.takeIdle(rt), r)
 	case policy.Refuse:
+		size := req.size
 		e.reject(fn, r)
+		// A policy that counts refusals sees the demand the queue turned
+		// away (policy.Caps.Refusals).
+		add := e.con.Refused(e.policyTime(e.now), int(fn), size, e.counts(fn))
+		if add, _, err := policy.Apply(policy.Decision{Add: add}, e.scaleOf(fn)); err == nil {
+			e.spawn(fn, add)
+		}
 		return
 	case policy.Enqueue:
 		rt.queue.Push(e.entry(rt, req), r)
