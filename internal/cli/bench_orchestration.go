@@ -29,6 +29,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 		cases       string
 		ctlArgs     string
 		gomaxprocs  int
+		kn          knativeBenchFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "orchestration",
@@ -40,11 +41,12 @@ func newBenchOrchestrationCmd() *cobra.Command {
 			"starts processing, pods created, pods running and ready. docs/benchmarks.md describes each method.",
 		Example: `  gantry bench orchestration --quick
   gantry bench orchestration --json --out out/bench-orchestration
-  gantry bench orchestration --controllers vanilla,gantry,gantry-fifo,gantry-5 --cases continuous:45`,
+  gantry bench orchestration --controllers vanilla,gantry,gantry-fifo,gantry-5 --cases continuous:45
+  gantry bench orchestration --knative --quick`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if quick {
-				opts = opts.Quick()
+			if err := applyKnativeFlags(cmd, &opts, &kn, quick, ctlArgs); err != nil {
+				return err
 			}
 			if err := applyOrchestrationLists(cmd, &opts, controllers, cases); err != nil {
 				return err
@@ -80,7 +82,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("bench orchestration: %v", err) })
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "one repetition of continuous:20 and interval:20, vanilla and gantry, 40 s iterations (under 4 minutes)")
+	f.BoolVar(&quick, "quick", false, "one repetition of continuous:20 and interval:20, vanilla and gantry, 40 s iterations (under 4 minutes); with --knative interval:20 and continuous:30, 30 s iterations")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "use this cluster instead of starting the local control plane")
 	f.IntVar(&opts.Nodes, "nodes", opts.Nodes, "kwok nodes of the local control plane")
 	f.StringVar(&opts.CRDPath, "crd", opts.CRDPath, "the RTResource CRD to install (default: the one built into gantry)")
@@ -101,6 +103,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, `print {"runs":[{"controller","mode","burst","stage","n","p50_ms","p95_ms","p99_ms","mean_ms","std_ms","missed"}],"reductions":[{"mode","burst","stage","median_reduction"}]}`)
 	f.StringVar(&out, "out", "", "write samples.csv, summary.csv, box and CDF plots and report.md into this directory")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	kn.register(cmd, &opts)
 	return cmd
 }
 

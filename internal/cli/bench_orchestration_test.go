@@ -25,6 +25,22 @@ func TestBenchOrchestrationBadFlagsAreUsageErrors(t *testing.T) {
 		{"--controller-args", "--no-such-flag"},
 		{"--no-such-flag"},
 		{"extra-arg"},
+		// The Knative run's flags need --knative; the benchmark's own
+		// scaling flags mean nothing with it (Knative's KPA scales).
+		{"--rate", "5"},
+		{"--max-scale", "2"},
+		{"--knative-ingress", "127.0.0.1:8081"},
+		{"--knative", "--replicas", "2"},
+		{"--knative", "--gap", "1s"},
+		{"--knative", "--rate", "0"},
+		{"--knative", "--rate", "1000"},
+		{"--knative", "--container-concurrency", "0"},
+		{"--knative", "--max-scale", "-1"},
+		{"--knative", "--request-timeout", "0s"},
+		{"--knative", "--warmup", "1h"},
+		{"--knative", "--services", "21"},
+		{"--knative", "--controllers", "vanilla,gantry-fifo"},
+		{"--knative", "--kubeconfig", "/nonexistent/kubeconfig"},
 	}
 	assertUsageErrors(t, []string{"bench", "orchestration"}, cases)
 }

@@ -24,12 +24,19 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 	var b strings.Builder
 	o := r.Options
 	fmt.Fprintf(&b, "# Orchestration (PREEMPT-FaaS RQ1)\n\n")
-	fmt.Fprintf(&b, "%d services (criticalities 1..%d), each scaled 0 → %d with Knative's JSON patch; %d repetition(s) of %v per case; seed %d; controllers %s.\n\n",
-		o.Services, o.Services, o.Replicas, o.Repetitions, o.Iteration, o.Seed, strings.Join(o.Controllers, ", "))
+	since := "the scale patch's return"
+	if o.Knative {
+		fmt.Fprintf(&b, "On Knative Serving: %d Knative Services (criticalities 1..%d, containerConcurrency %d) at zero, scaled by Knative's KPA under %.3g requests/s each through Gantry's ingress; %d repetition(s) of %v per case; arms %s.\n\n",
+			o.Services, o.Services, o.KN.ContainerConcurrency, o.KN.Rate, o.Repetitions, o.Iteration, strings.Join(o.Controllers, ", "))
+		since = "the KPA's /scale write of the target's replicas; request_latency: from send"
+	} else {
+		fmt.Fprintf(&b, "%d services (criticalities 1..%d), each scaled 0 → %d with Knative's JSON patch; %d repetition(s) of %v per case; seed %d; controllers %s.\n\n",
+			o.Services, o.Services, o.Replicas, o.Repetitions, o.Iteration, o.Seed, strings.Join(o.Controllers, ", "))
+	}
 	if r.Interrupted {
 		b.WriteString("**Interrupted: the figures are partial.**\n\n")
 	}
-	b.WriteString("## Measured (ms from the scale patch's return)\n\n")
+	b.WriteString("## Measured (ms from " + since + ")\n\n")
 	b.WriteString("| controller | mode | burst | stage | n | missed | p50 | p95 | p99 | mean | std |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Runs {
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %s | %s | %s | %s | %s |\n", s.Controller, s.Mode, s.Burst, s.Stage,

@@ -117,6 +117,13 @@ type Options struct {
 	// Progress receives one line per iteration and status lines; nil is
 	// silent.
 	Progress io.Writer
+
+	// Knative runs RQ1 on Knative Serving (knative.go): the services are
+	// Knative Services scaled by Knative's KPA under real traffic, not
+	// patched by the benchmark; Replicas and Gap do not apply.
+	Knative bool
+	// KN configures the Knative run.
+	KN KnativeOptions
 }
 
 // DefaultOptions is the full RQ1 matrix for vanilla and Gantry.
@@ -150,6 +157,11 @@ func (o Options) Quick() Options {
 
 // Validate reports options the run cannot use.
 func (o Options) Validate() error {
+	if o.Knative {
+		if err := o.validateKnative(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case o.Services < 1 || o.Services > 100:
 		return fmt.Errorf("services must be in 1..100, got %d", o.Services)

@@ -30,6 +30,16 @@ type Reduction struct {
 	MedianReduction *float64 `json:"median_reduction"`
 }
 
+// stages are the rows of a report: the scale-up stages, and the
+// requests' latency in a Knative run.
+func (o Options) stages() []Stage {
+	out := []Stage{StartsProcessing, PodsCreated, PodsReady}
+	if o.Knative {
+		out = append(out, RequestLatency)
+	}
+	return out
+}
+
 // Report is the benchmark's result: `--json` prints it.
 type Report struct {
 	Runs       []RunStats  `json:"runs"`
@@ -42,8 +52,12 @@ type Report struct {
 	PatchRTT []RunStats `json:"patch_rtt"`
 	// Breakdown splits Gantry's scale-ups into Components (the Stage field
 	// names the component), from the controller's reconcile traces.
-	Breakdown   []RunStats `json:"breakdown"`
-	Interrupted bool       `json:"interrupted,omitempty"`
+	Breakdown []RunStats `json:"breakdown"`
+	// Requests and Triggers are the Knative run's traffic and the KPA's
+	// scale-ups it caused (knative_report.go).
+	Requests    []RequestStats `json:"requests,omitempty"`
+	Triggers    []TriggerStats `json:"triggers,omitempty"`
+	Interrupted bool           `json:"interrupted,omitempty"`
 
 	Options Options  `json:"-"`
 	Samples []Sample `json:"-"`
@@ -53,7 +67,7 @@ func newReport(opts Options, samples []Sample, missed map[missKey]int) *Report {
 	rep := &Report{Options: opts, Samples: samples, Runs: []RunStats{}, Reductions: []Reduction{}}
 	for _, c := range opts.Cases {
 		for _, ctl := range opts.Controllers {
-			for st := range numStages {
+			for _, st := range opts.stages() {
 				rep.Runs = append(rep.Runs, RunStats{
 					Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: st.String(),
 					Summary: Summarize(rep.values(ctl, c, st)), Missed: missed[missKey{ctl, c, st}],
@@ -61,7 +75,7 @@ func newReport(opts Options, samples []Sample, missed map[missKey]int) *Report {
 			}
 		}
 		if slices.Contains(opts.Controllers, Vanilla) && slices.Contains(opts.Controllers, Gantry) {
-			for st := range numStages {
+			for _, st := range opts.stages() {
 				rep.Reductions = append(rep.Reductions, Reduction{Mode: c.Mode, Burst: c.Burst, Stage: st.String(),
 					MedianReduction: finiteOrNil(MedianReduction(rep.values(Vanilla, c, st), rep.values(Gantry, c, st)))})
 			}
@@ -132,6 +146,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	if err := r.writeKnativeTable(w); err != nil {
+		return err
 	}
 	if r.Interrupted {
 		_, err := fmt.Fprintln(w, "\ninterrupted: the figures above are partial")

@@ -67,6 +67,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Knative {
+		return runKnative(ctx, opts)
+	}
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{}, started: time.Now(),
 		traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
 	for _, ctl := range opts.Controllers {

@@ -43,12 +43,13 @@ func scalePatch(replicas int) []byte {
 	return fmt.Appendf(nil, `[{"op":"replace","path":"/spec/replicas","value":%d}]`, replicas)
 }
 
-func podTemplate(key, value string, nodeSelector map[string]string) corev1.PodTemplateSpec {
+func podTemplate(key, value string, nodeSelector map[string]string, tolerations []corev1.Toleration) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{key: value}},
 		Spec: corev1.PodSpec{
 			Containers:   []corev1.Container{{Name: "fn", Image: "registry.k8s.io/pause:3.10"}},
 			NodeSelector: nodeSelector,
+			Tolerations:  tolerations,
 			// kwok runs no containers; a zero grace period lets deleted
 			// pods leave at once, so each scale-up starts from zero.
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -61,21 +62,23 @@ type deployments struct {
 	kube           kubernetes.Interface
 	svcNS, churnNS string
 	churnNodes     map[string]string // the churn pods' nodeSelector, if any
+	// churnTolerations let the churn pods onto tainted nodes.
+	churnTolerations []corev1.Toleration
 }
 
-func (d deployments) deployment(ns, name, key string, replicas int32, nodes map[string]string) *appsv1.Deployment {
+func (d deployments) deployment(ns, name, key string, replicas int32, nodes map[string]string, tols []corev1.Toleration) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{key: name}},
-			Template: podTemplate(key, name, nodes),
+			Template: podTemplate(key, name, nodes, tols),
 		},
 	}
 }
 
 func (d deployments) createService(ctx context.Context, name string, _ int32) (int64, error) {
-	out, err := d.kube.AppsV1().Deployments(d.svcNS).Create(ctx, d.deployment(d.svcNS, name, serviceLabel, 0, nil), metav1.CreateOptions{})
+	out, err := d.kube.AppsV1().Deployments(d.svcNS).Create(ctx, d.deployment(d.svcNS, name, serviceLabel, 0, nil, nil), metav1.CreateOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -91,7 +94,7 @@ func (d deployments) scale(ctx context.Context, name string, replicas int) (int6
 }
 
 func (d deployments) createChurn(ctx context.Context, name string) error {
-	_, err := d.kube.AppsV1().Deployments(d.churnNS).Create(ctx, d.deployment(d.churnNS, name, churnLabel, 1, d.churnNodes), metav1.CreateOptions{})
+	_, err := d.kube.AppsV1().Deployments(d.churnNS).Create(ctx, d.deployment(d.churnNS, name, churnLabel, 1, d.churnNodes, d.churnTolerations), metav1.CreateOptions{})
 	return err
 }
 
@@ -104,22 +107,24 @@ type rtresources struct {
 	rts            *rtclient.Clients
 	svcNS, churnNS string
 	churnNodes     map[string]string // the churn pods' nodeSelector, if any
+	// churnTolerations let the churn pods onto tainted nodes.
+	churnTolerations []corev1.Toleration
 }
 
-func (r rtresources) rt(ns, name, key string, replicas, criticality int32, nodes map[string]string) *gantryv1.RTResource {
+func (r rtresources) rt(ns, name, key string, replicas, criticality int32, nodes map[string]string, tols []corev1.Toleration) *gantryv1.RTResource {
 	return &gantryv1.RTResource{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: gantryv1.RTResourceSpec{
 			Replicas:    ptr.To(replicas),
 			Criticality: ptr.To(criticality),
 			Selector:    gantryv1.LabelSelector{MatchLabels: map[string]gantryv1.LabelValue{key: gantryv1.LabelValue(name)}},
-			Template:    podTemplate(key, name, nodes),
+			Template:    podTemplate(key, name, nodes, tols),
 		},
 	}
 }
 
 func (r rtresources) createService(ctx context.Context, name string, criticality int32) (int64, error) {
-	out, err := r.rts.Namespace(r.svcNS).Create(ctx, r.rt(r.svcNS, name, serviceLabel, 0, criticality, nil), metav1.CreateOptions{})
+	out, err := r.rts.Namespace(r.svcNS).Create(ctx, r.rt(r.svcNS, name, serviceLabel, 0, criticality, nil, nil), metav1.CreateOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -135,7 +140,7 @@ func (r rtresources) scale(ctx context.Context, name string, replicas int) (int6
 }
 
 func (r rtresources) createChurn(ctx context.Context, name string) error {
-	_, err := r.rts.Namespace(r.churnNS).Create(ctx, r.rt(r.churnNS, name, churnLabel, 1, churnCriticality, r.churnNodes), metav1.CreateOptions{})
+	_, err := r.rts.Namespace(r.churnNS).Create(ctx, r.rt(r.churnNS, name, churnLabel, 1, churnCriticality, r.churnNodes, r.churnTolerations), metav1.CreateOptions{})
 	return err
 }
 

@@ -27,7 +27,17 @@ const (
 // StageNames are the stages as the JSON and CSV name them.
 var StageNames = [numStages]string{"starts_processing", "pods_created", "pods_running_ready"}
 
-func (s Stage) String() string { return StageNames[s] }
+// RequestLatency is the Knative run's fourth row: the requests' latency
+// through the ingress, from send to the last byte of the answer. It is
+// not a stage of a scale-up, so no tracker marks it.
+const RequestLatency Stage = numStages
+
+func (s Stage) String() string {
+	if s == RequestLatency {
+		return "request_latency"
+	}
+	return StageNames[s]
+}
 
 // pending is one scale-up in flight: the arrival time of each stage's
 // watch event, zero until seen.

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"gantry.dev/gantry/pkg/knativeinstall"
+	"gantry.dev/gantry/pkg/orchbench"
+)
+
+// knativeBenchFlags are `gantry bench orchestration --knative`'s flags.
+type knativeBenchFlags struct {
+	on bool
+}
+
+func (k *knativeBenchFlags) register(cmd *cobra.Command, opts *orchbench.Options) {
+	opts.KN = orchbench.DefaultKnativeOptions()
+	f := cmd.Flags()
+	f.BoolVar(&k.on, "knative", false, "RQ1 on Knative Serving (docs/knative.md): Knative Services at zero, scaled by Knative's KPA under real traffic through Gantry's Knative ingress; vanilla Knative (Deployments) beside Knative with Gantry (RTResources), each on a local control plane of its own (root: process-node pods have network namespaces), or both on --kubeconfig's")
+	f.Float64Var(&opts.KN.Rate, "rate", opts.KN.Rate, "--knative: requests/s to each Service (open loop)")
+	f.IntVar(&opts.KN.ContainerConcurrency, "container-concurrency", opts.KN.ContainerConcurrency, "--knative: each Service's containerConcurrency")
+	f.IntVar(&opts.KN.MaxScale, "max-scale", opts.KN.MaxScale, "--knative: each Service's autoscaling.knative.dev/max-scale (0: no bound)")
+	f.StringVar(&opts.KN.Function, "function", opts.KN.Function, "--knative: the example function the Services run (image dev.local/gantry-fn:NAME)")
+	f.DurationVar(&opts.KN.RequestTimeout, "request-timeout", opts.KN.RequestTimeout, "--knative: bound on one request")
+	f.DurationVar(&opts.KN.Warmup, "warmup", opts.KN.Warmup, "--knative: interference before the traffic starts in each iteration")
+	f.StringVar(&opts.KN.Ingress, "knative-ingress", "", "--knative with --kubeconfig: the cluster's Knative ingress, host:port ($GANTRY_INGRESS without http://)")
+	f.StringVar(&opts.KN.Domain, "knative-domain", knativeinstall.DefaultDomain, "--knative: the cluster's domain of Knative Services")
+}
+
+// knativeOnly are the flags that mean nothing without --knative, and
+// knativeRefused those a Knative run has no use for: Knative's KPA, not
+// the benchmark, decides the replicas and when to scale.
+var (
+	knativeOnly    = []string{"rate", "container-concurrency", "max-scale", "function", "request-timeout", "warmup", "knative-ingress", "knative-domain"}
+	knativeRefused = []string{"replicas", "gap"}
+)
+
+// applyKnativeFlags applies --quick and --knative to opts and refuses a
+// flag the run would ignore.
+func applyKnativeFlags(cmd *cobra.Command, opts *orchbench.Options, k *knativeBenchFlags, quick bool, ctlArgs string) error {
+	for _, name := range knativeOnly {
+		if !k.on && cmd.Flags().Changed(name) {
+			return usagef("bench orchestration: --%s needs --knative", name)
+		}
+	}
+	if !k.on {
+		if quick {
+			*opts = opts.Quick()
+		}
+		return nil
+	}
+	for _, name := range knativeRefused {
+		if cmd.Flags().Lookup(name) != nil && cmd.Flags().Changed(name) {
+			return usagef("bench orchestration: --%s does not apply with --knative (Knative's autoscaler decides the scale-ups)", name)
+		}
+	}
+	opts.Knative = true
+	if quick {
+		*opts = opts.KnativeQuick()
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// The Gantry arm's controller is `gantry controller --knative` in a
+	// process of its own, as vanilla's kube-controller-manager is.
+	opts.KN.ControllerCommand = append([]string{self, "controller"}, strings.Fields(ctlArgs)...)
+	if opts.Kubeconfig == "" {
+		// The Services' image dev.local/gantry-fn:NAME runs `gantry fn
+		// NAME`: this binary.
+		opts.KN.Programs = map[string]string{"gantry": self}
+		// The process node runs in this process; its client-go informers
+		// log every cache sync through klog, which would bury the
+		// progress lines (`gantry cluster serve` sends them to its log).
+		klog.LogToStderr(false)
+		klog.SetOutput(io.Discard)
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package orchbench
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"gantry.dev/gantry/pkg/knativeinstall"
+)
+
+// KnativeOptions configures RQ1 on Knative (Options.Knative).
+type KnativeOptions struct {
+	// Ingress is Gantry's Knative ingress (host:port) of the --kubeconfig
+	// cluster; a local control plane started for the run has its own.
+	Ingress string
+	// Domain is the cluster's domain for Knative Services.
+	Domain string
+	// Rate is each service's open-loop request rate (the paper: 5/s,
+	// 50/s over 10 services).
+	Rate float64
+	// ContainerConcurrency is each Service's containerConcurrency (5).
+	ContainerConcurrency int
+	// MaxScale is each Service's autoscaling.knative.dev/max-scale: a
+	// bound on one 2-core machine, where every pod is two processes and a
+	// network namespace; 0 leaves Knative's default (no bound).
+	MaxScale int
+	// Function is the example function the Services run, as the image
+	// dev.local/gantry-fn:<Function>.
+	Function string
+	// RequestTimeout bounds one request.
+	RequestTimeout time.Duration
+	// Warmup is how long the interference runs before the traffic starts,
+	// so the scale-ups meet a loaded control plane.
+	Warmup time.Duration
+	// Programs are the process node's programs for a local control plane
+	// started for the run; "gantry" must name a gantry binary (the image
+	// dev.local/gantry-fn:NAME runs `gantry fn NAME`).
+	Programs map[string]string
+	// ControllerCommand, when set, runs the Gantry arm's controller as a
+	// process of its own: the argv of `gantry controller` with its flags
+	// (--kubeconfig and the --knative ones are added); empty runs it in
+	// this process (Options.Controller), as the tests do.
+	ControllerCommand []string
+}
+
+// Knative's request-path bounds.
+const (
+	MaxRate           = 100  // requests/s per service
+	MaxConcurrency    = 1000 // Knative's own bound on containerConcurrency
+	MaxScaleBound     = 20
+	MaxRequestTimeout = 5 * time.Minute
+	// MaxKnativeServices bounds Options.Services in a Knative run.
+	MaxKnativeServices = 20
+)
+
+// DefaultKnativeOptions are the paper's RQ1 settings on Knative.
+func DefaultKnativeOptions() KnativeOptions {
+	return KnativeOptions{
+		Domain:               knativeinstall.DefaultDomain,
+		Rate:                 5,
+		ContainerConcurrency: 5,
+		MaxScale:             3,
+		Function:             "sentiment",
+		RequestTimeout:       30 * time.Second,
+		Warmup:               2 * time.Second,
+	}
+}
+
+// KnativeQuickCases is --knative --quick's pair: the paper's worst RQ1
+// interval case and a continuous one.
+var KnativeQuickCases = []Case{{ModeInterval, 20}, {ModeContinuous, 30}}
+
+// KnativeQuick turns o into --knative --quick: one 30 s repetition of
+// KnativeQuickCases, vanilla and Gantry.
+func (o Options) KnativeQuick() Options {
+	o.Controllers = []string{Vanilla, Gantry}
+	o.Cases = slices.Clone(KnativeQuickCases)
+	o.Repetitions = 1
+	o.Iteration = 30 * time.Second
+	return o
+}
+
+// KnativeControllers are the arms of a Knative run: vanilla Knative
+// (Deployments, kube-controller-manager) and Knative with Gantry
+// (RTResources, the Gantry controller and its Knative webhook).
+var KnativeControllers = []string{Vanilla, Gantry}
+
+func (o Options) validateKnative() error {
+	k := o.KN
+	switch {
+	case o.Kubeconfig != "" && k.Ingress == "":
+		return fmt.Errorf("knative: a --kubeconfig cluster needs its ingress address (the host:port of $GANTRY_INGRESS)")
+	case k.Rate <= 0 || k.Rate > MaxRate:
+		return fmt.Errorf("knative: rate must be in (0, %d] requests/s per service, got %v", MaxRate, k.Rate)
+	case k.ContainerConcurrency < 1 || k.ContainerConcurrency > MaxConcurrency:
+		return fmt.Errorf("knative: container concurrency must be in 1..%d, got %d", MaxConcurrency, k.ContainerConcurrency)
+	case k.MaxScale < 0 || k.MaxScale > MaxScaleBound:
+		return fmt.Errorf("knative: max scale must be in 0..%d, got %d", MaxScaleBound, k.MaxScale)
+	case k.RequestTimeout < time.Second || k.RequestTimeout > MaxRequestTimeout:
+		return fmt.Errorf("knative: request timeout must be in 1s..%v, got %v", MaxRequestTimeout, k.RequestTimeout)
+	case k.Warmup < 0 || k.Warmup >= o.Iteration:
+		return fmt.Errorf("knative: warm-up must be in [0, iteration), got %v", k.Warmup)
+	case o.Services > MaxKnativeServices:
+		return fmt.Errorf("knative: at most %d services (each is pods of two processes on one machine), got %d", MaxKnativeServices, o.Services)
+	case k.Function == "" || k.Domain == "":
+		return fmt.Errorf("knative: function and domain must be set")
+	}
+	for _, c := range o.Controllers {
+		if !slices.Contains(KnativeControllers, c) {
+			return fmt.Errorf("knative: controller %q: a Knative run compares %v", c, KnativeControllers)
+		}
+	}
+	return nil
+}

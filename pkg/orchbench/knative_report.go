@@ -1,0 +1,155 @@
+package orchbench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// RequestStats counts one arm's requests in one case; their latency is
+// the runs' request_latency row, whose missed is Failed's total.
+type RequestStats struct {
+	Controller string `json:"controller"`
+	Mode       string `json:"mode"`
+	Burst      int    `json:"burst"`
+	Sent       int    `json:"sent"`
+	OK         int    `json:"ok"`
+	// Failed counts the failures by reason: an HTTP status, "timeout" or
+	// "error" (the connection).
+	Failed map[string]int `json:"failed"`
+}
+
+// TriggerStats counts one arm's scale-up triggers in one case.
+type TriggerStats struct {
+	Controller string `json:"controller"`
+	Mode       string `json:"mode"`
+	Burst      int    `json:"burst"`
+	// Triggers are the KPA's writes that raised a scale target's replicas,
+	// each timed (or missed) in the runs; Writers counts them by the field
+	// manager whose /scale entry owns spec.replicas ("autoscaler").
+	Triggers int            `json:"triggers"`
+	Writers  map[string]int `json:"writers"`
+	// Cancelled scale-ups were lowered again before every stage was seen;
+	// Foreign rises of replicas were not written through /scale. Neither
+	// is in the runs.
+	Cancelled int `json:"cancelled"`
+	Foreign   int `json:"foreign"`
+}
+
+// recordKnative turns an iteration's triggers and requests into samples.
+func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic) {
+	trigs, cancelled, foreign, managers := w.tracker.take()
+	key := churnKey{w.ctl, c}
+	ts := k.triggers[key]
+	if ts == nil {
+		ts = &TriggerStats{Controller: w.ctl, Mode: c.Mode, Burst: c.Burst, Writers: map[string]int{}}
+		k.triggers[key] = ts
+	}
+	ts.Triggers += len(trigs)
+	ts.Cancelled += cancelled
+	ts.Foreign += foreign
+	for m, n := range managers {
+		ts.Writers[m] += n
+	}
+	k.lastTriggers = len(trigs)
+	for _, t := range trigs {
+		for st, at := range t.seen {
+			if at.IsZero() {
+				k.missed[missKey{w.ctl, c, Stage(st)}]++
+				continue
+			}
+			ms := max(0, float64(at.Sub(t.at))/float64(time.Millisecond))
+			k.samples = append(k.samples, Sample{Controller: w.ctl, Mode: c.Mode, Burst: c.Burst, Rep: rep, Service: t.service, Stage: Stage(st), Ms: ms})
+		}
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, ms := range tr.lat {
+		k.samples = append(k.samples, Sample{Controller: w.ctl, Mode: c.Mode, Burst: c.Burst, Rep: rep, Stage: RequestLatency, Ms: ms})
+	}
+	rs := k.requests[key]
+	if rs == nil {
+		rs = &RequestStats{Controller: w.ctl, Mode: c.Mode, Burst: c.Burst, Failed: map[string]int{}}
+		k.requests[key] = rs
+	}
+	rs.Sent += tr.sent
+	rs.OK += tr.ok
+	for reason, n := range tr.failed {
+		rs.Failed[reason] += n
+		k.missed[missKey{w.ctl, c, RequestLatency}] += n
+	}
+}
+
+// lastP50 is the medians of the stages of the arm and case so far.
+func (k *knRun) lastP50(ctl string, c Case) (sp, pc, pr float64) {
+	vals := func(st Stage) []float64 {
+		var out []float64
+		for _, s := range k.samples {
+			if s.Controller == ctl && s.Mode == c.Mode && s.Burst == c.Burst && s.Stage == st {
+				out = append(out, s.Ms)
+			}
+		}
+		return out
+	}
+	return Summarize(vals(StartsProcessing)).P50, Summarize(vals(PodsCreated)).P50, Summarize(vals(PodsReady)).P50
+}
+
+func (k *knRun) requestList() []RequestStats {
+	out := []RequestStats{}
+	for _, c := range k.opts.Cases {
+		for _, ctl := range k.opts.Controllers {
+			if rs := k.requests[churnKey{ctl, c}]; rs != nil {
+				cp := *rs
+				cp.Failed = maps.Clone(rs.Failed)
+				out = append(out, cp)
+			}
+		}
+	}
+	return out
+}
+
+func (k *knRun) triggerList() []TriggerStats {
+	out := []TriggerStats{}
+	for _, c := range k.opts.Cases {
+		for _, ctl := range k.opts.Controllers {
+			if ts := k.triggers[churnKey{ctl, c}]; ts != nil {
+				cp := *ts
+				cp.Writers = maps.Clone(ts.Writers)
+				out = append(out, cp)
+			}
+		}
+	}
+	return out
+}
+
+// writeKnativeTable prints a Knative run's requests and triggers.
+func (r *Report) writeKnativeTable(w io.Writer) error {
+	if len(r.Requests) == 0 && len(r.Triggers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "controller\tmode\tburst\trequests\tok\tfailed\tscale-ups\tby\tcancelled\tforeign\t")
+	for i, rs := range r.Requests {
+		var ts TriggerStats
+		if i < len(r.Triggers) {
+			ts = r.Triggers[i]
+		}
+		failed, by := "", ""
+		for _, k := range slices.Sorted(maps.Keys(rs.Failed)) {
+			failed += fmt.Sprintf("%s:%d ", k, rs.Failed[k])
+		}
+		for _, k := range slices.Sorted(maps.Keys(ts.Writers)) {
+			by += fmt.Sprintf("%s:%d ", k, ts.Writers[k])
+		}
+		if failed == "" {
+			failed = "0"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t\n", rs.Controller, rs.Mode, rs.Burst, rs.Sent, rs.OK,
+			failed, ts.Triggers, by, ts.Cancelled, ts.Foreign)
+	}
+	return tw.Flush()
+}
