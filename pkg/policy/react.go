@@ -181,8 +181,12 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 		target += int(math.Ceil(float64(v.Queued) * m / slo.Seconds()))
 	}
 	d.Add = max(d.Add, target-v.Live)
+	steady := 0
+	if c.p.steadyExcess {
+		steady = c.retireSteadyExcess(f, now, v, target) // keeps its clock whatever is decided
+	}
 	if d.Add == 0 {
-		d.Retire = c.retireByAge(v, target)
+		d.Retire = max(c.retireByAge(v, target), steady)
 	}
 	d.Add = max(0, d.Add-credit)
 	return d
