@@ -173,11 +173,15 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 	if c.burst.excessNow(now) > 0 {
 		target = max(target, fs.burstTarget)
 	}
-	if slo := fs.spec.SLO; v.Queued > 0 && v.MaxWait > slo {
+	if slo := fs.spec.SLO; v.Queued > 0 && v.MaxWait > slo && !c.steadyLoad() {
 		// A request has waited past its whole SLO: the containers run
 		// below the demand, and a full queue hides the refused part of
 		// it from the rate the sizing sees. Add the backlog's work,
-		// done within one SLO.
+		// done within one SLO. Not on steady load: there the sizing
+		// allows its ε of late requests, which least-slack order sets
+		// at the back of the queue, and starting containers for them
+		// that the steady-excess rule retires 5 s later tripled the
+		// spawns (steady.go).
 		target += int(math.Ceil(float64(v.Queued) * m / slo.Seconds()))
 	}
 	d.Add = max(d.Add, target-v.Live)

@@ -27,8 +27,7 @@ import "time"
 // the target to retire now under the rule above.
 func (c *core) retireSteadyExcess(f int, now time.Time, v *View, target int) int {
 	fs := &c.fns[f]
-	d, ok := c.dispersion()
-	if !ok || d >= steadyDispersion || v.Live <= target || c.burst.excessNow(now) > 0 {
+	if !c.steadyLoad() || v.Live <= target || c.burst.excessNow(now) > 0 {
 		fs.excessSince = time.Time{}
 		return 0
 	}
@@ -39,4 +38,11 @@ func (c *core) retireSteadyExcess(f int, now time.Time, v *View, target int) int
 		return 0
 	}
 	return min(v.Idle, v.Live-target)
+}
+
+// steadyLoad reports a steady load: the window counts' measured
+// dispersion around their prediction is below steadyDispersion.
+func (c *core) steadyLoad() bool {
+	d, ok := c.dispersion()
+	return ok && d < steadyDispersion
 }
