@@ -155,7 +155,7 @@ func (c *core) burstResize(now time.Time, fn int, n Counts) int {
 	if !c.targetOK {
 		return 0
 	}
-	r := c.rate + c.warmBuffer() + c.predictionMargin(c.rate) + c.burst.excessNow(now)
+	r := c.rate + c.warmBuffer() + c.burst.excessNow(now)
 	for f := range c.fns {
 		if k, ok := c.sloSize(f, r); ok {
 			c.fns[f].burstTarget = k

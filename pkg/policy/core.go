@@ -62,6 +62,12 @@ type fnState struct {
 	// refused is set when the function's full queue refused a request
 	// since the last Plan (Refused): its backlog rule applies.
 	refused bool
+	// excessSince is when the live instances last rose above the target
+	// under steady load (steady.go); zero while they are not above it.
+	excessSince time.Time
+	// meanEWMA is the mean execution time (seconds) the SLO sizing
+	// smooths over its sizings (sloSize).
+	meanEWMA float64
 }
 
 // core implements every named policy; parts says which mechanisms it uses.
@@ -94,6 +100,9 @@ type core struct {
 	// predicted count (observeDispersion), over dispN windows.
 	disp  float64
 	dispN int
+	// dispSlow is the same estimate over about 40 windows: the SLO
+	// sizing's rate error (predictionSD).
+	dispSlow float64
 	// loadWindows counts the windows closed since the first arrival,
 	// the one it came in included (observeDispersion).
 	loadWindows int

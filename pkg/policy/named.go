@@ -108,6 +108,10 @@ type parts struct {
 	// demand all the same, and without it a full queue hides an overload
 	// from the rate and the burst detector.
 	countRefused bool
+	// steadyExcess retires, on steady load, the idle containers above the
+	// target once the live count has stayed above it for the rent-or-buy
+	// limit, whatever their own idle age (steady.go).
+	steadyExcess bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -142,7 +146,8 @@ var catalog = map[string]parts{
 		stream: true, truth: true},
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true,
-		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true},
+		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
+		steadyExcess: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -167,15 +172,16 @@ func gantryStream(p *parts) {
 var ablations = map[string]func(p *parts){
 	"gantry-stream": gantryStream,
 	// One new rule off at a time.
-	"gantry-no-slo-sizing":  func(p *parts) { p.sloSizing = false; p.loadQuantileZ = 1 },
-	"gantry-no-age-retire":  func(p *parts) { p.ageRetire = false; p.keepWindows = 3; p.steadyRetire = true },
-	"gantry-no-burst":       func(p *parts) { p.arrivalBurst = false },
-	"gantry-no-refused":     func(p *parts) { p.countRefused = false },
-	"gantry-panic":          func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
-	"gantry-no-panic":       func(p *parts) { gantryStream(p); p.panic = false },
-	"gantry-no-stream":      func(p *parts) { p.stream = false; p.empiricalMix = false },
-	"gantry-mean-exec":      func(p *parts) { p.execQuantile = 0 },
-	"gantry-heaviest-first": func(p *parts) { p.order = HeaviestFirst },
+	"gantry-no-slo-sizing":    func(p *parts) { p.sloSizing = false; p.loadQuantileZ = 1 },
+	"gantry-no-age-retire":    func(p *parts) { p.ageRetire = false; p.keepWindows = 3; p.steadyRetire = true },
+	"gantry-no-steady-excess": func(p *parts) { p.steadyExcess = false },
+	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
+	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
+	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
+	"gantry-no-panic":         func(p *parts) { gantryStream(p); p.panic = false },
+	"gantry-no-stream":        func(p *parts) { p.stream = false; p.empiricalMix = false },
+	"gantry-mean-exec":        func(p *parts) { p.execQuantile = 0 },
+	"gantry-heaviest-first":   func(p *parts) { p.order = HeaviestFirst },
 	// gantry-panic-2sigma is the panic rule before its false-alarm, span
 	// and hold rules: one tick's count above two standard deviations.
 	"gantry-panic-2sigma": func(p *parts) {
@@ -206,7 +212,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-cusum", "gantry-no-hold",
-		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-retire",
+		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire",
 		"gantry-no-stream", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
 }
 

@@ -138,7 +138,7 @@ func (c *core) sizeFunction(f int, rate float64) (int, bool) {
 		return batch.Static(count, slo, time.Duration(c.meanExec(f))), true
 	}
 	if c.p.sloSizing {
-		return c.sloSize(f, rate+c.warmBuffer()+c.predictionMargin(rate))
+		return c.sloSize(f, rate+c.warmBuffer())
 	}
 	if c.p.stream {
 		return c.streamSize(f, rate)
@@ -321,9 +321,10 @@ func (c *core) observeDispersion() {
 	e := c.winCount - want
 	d := e * e / want
 	if c.dispN == 0 {
-		c.disp = d
+		c.disp, c.dispSlow = d, d
 	} else {
 		c.disp += dispersionAlpha * (d - c.disp)
+		c.dispSlow += slowDispersionAlpha * (d - c.dispSlow)
 	}
 	c.dispN++
 }

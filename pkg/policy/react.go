@@ -173,16 +173,26 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 	if c.burst.excessNow(now) > 0 {
 		target = max(target, fs.burstTarget)
 	}
-	if slo := fs.spec.SLO; v.Queued > 0 && (v.MaxWait > slo || fs.refused) {
+	if slo := fs.spec.SLO; v.Queued > 0 && ((v.MaxWait > slo && !c.steadyLoad()) || fs.refused) {
 		// A request has waited past its whole SLO, or the full queue
-		// refused one: the containers run below the demand. Add the
-		// backlog's work, done within one SLO.
+		// refused one: the containers run below the demand, and a full
+		// queue hides the refused part of it from the rate the sizing
+		// sees. Add the backlog's work, done within one SLO. A late
+		// request alone does not count on steady load: there the sizing
+		// allows its ε of late requests, which least-slack order sets
+		// at the back of the queue, and starting containers for them
+		// that the steady-excess rule retires 5 s later tripled the
+		// spawns (steady.go). A refusal counts always.
 		target += int(math.Ceil(float64(v.Queued) * m / slo.Seconds()))
 	}
 	fs.refused = false
 	d.Add = max(d.Add, target-v.Live)
+	steady := 0
+	if c.p.steadyExcess {
+		steady = c.retireSteadyExcess(f, now, v, target) // keeps its clock whatever is decided
+	}
 	if d.Add == 0 {
-		d.Retire = c.retireByAge(v, target)
+		d.Retire = max(c.retireByAge(v, target), steady)
 	}
 	d.Add = max(0, d.Add-credit)
 	return d
