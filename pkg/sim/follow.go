@@ -386,7 +386,7 @@ func (f *follower) placeDrawn(s stage, exec int64, out float64) {
 func (e *engine) planAhead() bool {
 	f := e.follow
 	for e.events.len() > 0 {
-		until := e.events.ev[0].at + f.lead
+		until := e.events.firstAt() + f.lead
 		if until <= f.horizon {
 			return true
 		}
