@@ -103,6 +103,10 @@ type parts struct {
 	// excess load to the target, instead of the panic rule's tick test
 	// and multiplied, held target.
 	arrivalBurst bool
+	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
+	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
+	// buffer the sizing adds.
+	noBurstAlarm, noWarmBuffer bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -165,6 +169,8 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-slo-sizing":  func(p *parts) { p.sloSizing = false; p.loadQuantileZ = 1 },
 	"gantry-no-age-retire":  func(p *parts) { p.ageRetire = false; p.keepWindows = 3; p.steadyRetire = true },
 	"gantry-no-burst":       func(p *parts) { p.arrivalBurst = false },
+	"gantry-no-burst-alarm": func(p *parts) { p.noBurstAlarm = true },
+	"gantry-no-warm-buffer": func(p *parts) { p.noWarmBuffer = true },
 	"gantry-panic":          func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
 	"gantry-no-panic":       func(p *parts) { gantryStream(p); p.panic = false },
 	"gantry-no-stream":      func(p *parts) { p.stream = false; p.empiricalMix = false },
@@ -199,9 +205,9 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-cusum", "gantry-no-hold",
+	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum", "gantry-no-hold",
 		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-slo-sizing", "gantry-no-steady-retire",
-		"gantry-no-stream", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
+		"gantry-no-stream", "gantry-no-warm-buffer", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
 }
 
 // New builds the named policy (or ablation) for an app.
