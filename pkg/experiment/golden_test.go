@@ -79,11 +79,11 @@ func TestSmallMatrixResultsAreUnchanged(t *testing.T) {
 
 // goldenJobs is the small matrix: image-compression (one function) and
 // audio-translation (a chain of two), heavy inputs, under the paper's
-// Poisson, Wiki and Twitter traces for 20 s and the large-scale Twitter
-// trace for 4 s, seed 1.
+// Poisson, Wiki and Twitter traces for 10 s and the large-scale Twitter
+// trace for 3 s, seed 1.
 func goldenJobs(t *testing.T) []Job {
 	t.Helper()
-	p := PaperPlan{Duration: 20 * time.Second, LargeDuration: 4 * time.Second, Seed: 1, Policies: goldenPolicies}
+	p := PaperPlan{Duration: 10 * time.Second, LargeDuration: 3 * time.Second, Seed: 1, Policies: goldenPolicies}
 	traces, err := paperTraces(p)
 	if err != nil {
 		t.Fatal(err)
