@@ -81,7 +81,7 @@ func newSimCmd() *cobra.Command {
 	fl.IntVar(&f.maxQueue, "max-queue", sim.DefaultMaxQueue, fmt.Sprintf("requests that may wait per function, as the gateway's max_queue; past it a request is rejected (HTTP 429 live) (at most %d)", sim.MaxQueueBound))
 	fl.StringVar(&f.out, "out", "", "write results.csv, results.json, report.md and plots/ into this directory")
 	fl.BoolVar(&f.json, "json", false, `print one JSON object {"runs":[...]} on stdout`)
-	fl.StringVar(&f.experiment, "experiment", "", "run a preset matrix instead of one condition: paper")
+	fl.StringVar(&f.experiment, "experiment", "", "run a preset matrix instead of one condition: paper, or ablation (issue 20's rules each undone, on the paper matrix and Azure-format spikes)")
 	fl.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "simulations run in parallel")
 	return cmd
 }
@@ -161,7 +161,7 @@ func checkPolicyFlags(cmd *cobra.Command, f *simFlags) error {
 	if cmd.Flags().Changed("keep-alive") && !slices.Contains(policies, "commercial") {
 		return usagef("--keep-alive sets commercial's keep-alive; add commercial to --policies")
 	}
-	if f.coldStartDist != "const" && slices.Contains(policies, "oracle") {
+	if f.coldStartDist != "const" && slices.ContainsFunc(policies, sim.IsOracle) {
 		return usagef("--cold-start-dist %s: the oracle plans with a constant cold start; drop it from --policies", f.coldStartDist)
 	}
 	return nil
@@ -259,8 +259,8 @@ func fileScaling(cmd *cobra.Command, f *simFlags) (rate float64, d time.Duration
 }
 
 func runPaper(cmd *cobra.Command, f *simFlags) error {
-	if f.experiment != "paper" {
-		return usagef("unknown experiment %q (known: paper)", f.experiment)
+	if f.experiment != "paper" && f.experiment != "ablation" {
+		return usagef("unknown experiment %q (known: paper, ablation)", f.experiment)
 	}
 	for _, name := range []string{"app", "dist", "trace", "trace-file", "rate", "peak", "nodes", "cores-per-node", "min-size", "max-size",
 		"cold-start-dist", "keep-alive", "cold-boot", "idle-timeout", "slo-target"} {
@@ -270,6 +270,9 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 	}
 	if err := checkFlags(cmd, f); err != nil {
 		return err
+	}
+	if f.experiment == "ablation" {
+		return runAblation(cmd, f)
 	}
 	plan, err := paperPlan(cmd, f)
 	if err != nil {

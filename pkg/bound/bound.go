@@ -38,7 +38,10 @@ type Acc struct {
 	// array) the work of the jobs that lie wholly inside the window
 	// [i·δ, i·δ + lens[k]].
 	lens []int64
-	dens [][]float64
+	// lensQ and lensR are each window length's quotient and remainder
+	// by the cell, so Add finds a job's cells with one division.
+	lensQ, lensR []int64
+	dens         [][]float64
 	// phi is the index in lens of the window of length c - δ that the
 	// forward-maximum bound uses, or -1 when the grid is too coarse.
 	phi int
@@ -79,6 +82,10 @@ func New(cold, horizon, slo time.Duration, prewarm int) *Acc {
 		}
 	}
 	a.comp = make([]int32, cells+1)
+	for _, l := range a.lens {
+		a.lensQ = append(a.lensQ, l/cell)
+		a.lensR = append(a.lensR, l%cell)
+	}
 	a.dens = make([][]float64, len(a.lens))
 	for k := range a.dens {
 		a.dens[k] = make([]float64, cells+1)
@@ -92,13 +99,22 @@ func (a *Acc) Add(j Job) {
 	p := float64(j.Exec)
 	a.work += p
 	a.n++
-	for k, l := range a.lens {
-		// The job lies in [i·δ, i·δ+l] iff i·δ <= Release and Deadline <= i·δ + l.
-		lo := ceilDiv(j.Deadline-l, a.cell)
-		hi := floorDiv(j.Release, a.cell)
+	// The job lies in [i·δ, i·δ+l] iff i·δ <= Release and Deadline <= i·δ + l,
+	// so i runs from ceil((Deadline − l)/δ) to floor(Release/δ). With
+	// Deadline = qD·δ + rD and l = qL·δ + rL (0 <= rD, rL < δ), the first
+	// is qD − qL, plus one when rD > rL: the same integers as dividing
+	// for every window, for two divisions in all.
+	qD := floorDiv(j.Deadline, a.cell)
+	rD := j.Deadline - qD*a.cell
+	release := floorDiv(j.Release, a.cell)
+	for k := range a.lens {
+		lo := qD - a.lensQ[k]
+		if rD > a.lensR[k] {
+			lo++
+		}
 		d := a.dens[k]
 		lo = max(lo, 0)
-		hi = min(hi, int64(len(d)-2))
+		hi := min(release, int64(len(d)-2))
 		if lo <= hi {
 			d[lo] += p
 			d[hi+1] -= p

@@ -1,137 +1,133 @@
 package bound
 
 // frees is the busy containers of one function ordered by when they free
-// (ties by id): a treap in an arena, so that best fit can ask for the
-// container that frees last no later than a given time in O(log n).
+// (ties by id), so that the planner can take the one that frees first and
+// best fit can ask for the one that frees last no later than a given time.
+//
+// It is a sorted array with room at both ends: the live entries are
+// s[head:]. The planner's traffic is lopsided, and this shape makes each
+// common operation cheap: the container that frees first leaves from the
+// front (head moves, nothing is copied), a job placed now frees after
+// most busy ones and goes in near the back, and an entry in the middle
+// moves the shorter side by one. It replaced a treap (recursive split and
+// merge, a third of the oracle's time); its answers are the same, since
+// they depend on the set of keys alone.
 type frees struct {
-	nodes []tnode
-	root  int32
-	spare []int32 // arena slots free for reuse
-	n     int
-	seed  uint64
+	s    []fentry
+	head int
 }
 
-type tnode struct {
+type fentry struct {
 	free int64
 	id   int32
-	pri  uint32
-	l, r int32
 }
 
-const nilNode = -1
+func newFrees() frees { return frees{} }
 
-func newFrees() frees { return frees{root: nilNode, seed: 0x9e3779b97f4a7c15} }
-
-func (t *frees) Len() int { return t.n }
+func (t *frees) Len() int { return len(t.s) - t.head }
 
 // less orders (free, id) pairs.
 func less(af int64, aid int32, bf int64, bid int32) bool {
 	return af < bf || (af == bf && aid < bid)
 }
 
-func (t *frees) priority() uint32 {
-	// xorshift: deterministic and cheap; a treap needs only that the
-	// priorities look random against the keys.
-	t.seed ^= t.seed << 13
-	t.seed ^= t.seed >> 7
-	t.seed ^= t.seed << 17
-	return uint32(t.seed >> 32)
+// search is the position in the live entries of the first at or after
+// (free, id).
+func (t *frees) search(free int64, id int32) int {
+	live := t.s[t.head:]
+	lo, hi := 0, len(live)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if less(live[m].free, live[m].id, free, id) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // Insert adds container id freeing at free.
 func (t *frees) Insert(free int64, id int32) {
-	var i int32
-	if k := len(t.spare); k > 0 {
-		i = t.spare[k-1]
-		t.spare = t.spare[:k-1]
-	} else {
-		t.nodes = append(t.nodes, tnode{})
-		i = int32(len(t.nodes) - 1)
+	x := fentry{free: free, id: id}
+	p := t.search(free, id)
+	n := t.Len()
+	if t.head > 0 && p < n-p {
+		// Shift the front part one place left.
+		copy(t.s[t.head-1:], t.s[t.head:t.head+p])
+		t.head--
+		t.s[t.head+p] = x
+		return
 	}
-	t.nodes[i] = tnode{free: free, id: id, pri: t.priority(), l: nilNode, r: nilNode}
-	a, b := t.split(t.root, free, id)
-	t.root = t.merge(t.merge(a, i), b)
-	t.n++
+	if t.head > 0 && len(t.s) == cap(t.s) && t.head >= len(t.s)/2 {
+		t.compact()
+	}
+	t.s = append(t.s, fentry{})
+	at := t.head + p
+	copy(t.s[at+1:], t.s[at:len(t.s)-1])
+	t.s[at] = x
 }
 
-// Remove deletes container id freeing at free, which must be present.
+// compact moves the live entries to the front of the array.
+func (t *frees) compact() {
+	t.s = t.s[:copy(t.s, t.s[t.head:])]
+	t.head = 0
+}
+
+// Remove deletes container id freeing at free, if present.
 func (t *frees) Remove(free int64, id int32) {
-	a, b := t.split(t.root, free, id) // a < (free,id) <= b
-	m, c := t.split(b, free, id+1)    // m == (free,id)
-	if m != nilNode {
-		t.spare = append(t.spare, m)
-		t.n--
+	p := t.search(free, id)
+	n := t.Len()
+	if p == n || t.s[t.head+p] != (fentry{free: free, id: id}) {
+		return
 	}
-	t.root = t.merge(a, c)
-}
-
-// split cuts n into the keys below (free, id) and the rest.
-func (t *frees) split(n int32, free int64, id int32) (int32, int32) {
-	if n == nilNode {
-		return nilNode, nilNode
+	if p < n-1-p {
+		// Shift the front part one place right.
+		copy(t.s[t.head+1:], t.s[t.head:t.head+p])
+		t.head++
+	} else {
+		at := t.head + p
+		copy(t.s[at:], t.s[at+1:])
+		t.s = t.s[:len(t.s)-1]
 	}
-	x := &t.nodes[n]
-	if less(x.free, x.id, free, id) {
-		a, b := t.split(x.r, free, id)
-		t.nodes[n].r = a
-		return n, b
-	}
-	a, b := t.split(x.l, free, id)
-	t.nodes[n].l = b
-	return a, n
-}
-
-func (t *frees) merge(a, b int32) int32 {
-	switch {
-	case a == nilNode:
-		return b
-	case b == nilNode:
-		return a
-	case t.nodes[a].pri > t.nodes[b].pri:
-		t.nodes[a].r = t.merge(t.nodes[a].r, b)
-		return a
-	default:
-		t.nodes[b].l = t.merge(a, t.nodes[b].l)
-		return b
+	if t.head == len(t.s) {
+		t.s, t.head = t.s[:0], 0
 	}
 }
 
 // Min is the container that frees first.
 func (t *frees) Min() (free int64, id int32, ok bool) {
-	n := t.root
-	if n == nilNode {
+	if t.head == len(t.s) {
 		return 0, 0, false
 	}
-	for t.nodes[n].l != nilNode {
-		n = t.nodes[n].l
-	}
-	return t.nodes[n].free, t.nodes[n].id, true
+	e := t.s[t.head]
+	return e.free, e.id, true
 }
 
 // LastBy is the container that frees last at or before limit.
 func (t *frees) LastBy(limit int64) (free int64, id int32, ok bool) {
-	for n := t.root; n != nilNode; {
-		x := &t.nodes[n]
-		if x.free <= limit {
-			free, id, ok = x.free, x.id, true
-			n = x.r
+	live := t.s[t.head:]
+	// The first that frees after limit; the one before it is the answer.
+	lo, hi := 0, len(live)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if live[m].free <= limit {
+			lo = m + 1
 		} else {
-			n = x.l
+			hi = m
 		}
 	}
-	return free, id, ok
+	p := lo
+	if p == 0 {
+		return 0, 0, false
+	}
+	e := live[p-1]
+	return e.free, e.id, true
 }
 
-// Each calls fn for every container, in no particular order.
+// Each calls fn for every container, in order of when they free.
 func (t *frees) Each(fn func(free int64, id int32)) {
-	var walk func(n int32)
-	walk = func(n int32) {
-		if n == nilNode {
-			return
-		}
-		walk(t.nodes[n].l)
-		fn(t.nodes[n].free, t.nodes[n].id)
-		walk(t.nodes[n].r)
+	for _, e := range t.s[t.head:] {
+		fn(e.free, e.id)
 	}
-	walk(t.root)
 }

@@ -158,7 +158,7 @@ func (p PaperPlan) validate() error {
 		return fmt.Errorf("%w: no policies", ErrBadPlan)
 	}
 	for _, name := range p.Policies {
-		if !slices.Contains(slices.Concat(policy.Names(), policy.Ablations(), policy.Extras()), name) {
+		if !slices.Contains(slices.Concat(policy.Names(), policy.Ablations(), policy.Extras(), sim.OracleAblations()), name) {
 			return fmt.Errorf("%w: %w %q", ErrBadPlan, policy.ErrUnknownPolicy, name)
 		}
 	}

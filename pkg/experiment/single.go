@@ -187,7 +187,7 @@ func CheckPolicies(names []string) error {
 	if len(names) == 0 {
 		return fmt.Errorf("%w: no policies (known: %v)", ErrBadSpec, policy.Names())
 	}
-	known := slices.Concat(policy.Names(), policy.Ablations(), policy.ChainAblations(), policy.Extras())
+	known := slices.Concat(policy.Names(), policy.Ablations(), policy.ChainAblations(), policy.Extras(), sim.OracleAblations())
 	for _, n := range names {
 		if !slices.Contains(known, n) {
 			return fmt.Errorf("%w %q (known: %v, or all)", policy.ErrUnknownPolicy, n, policy.Names())

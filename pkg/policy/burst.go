@@ -237,7 +237,7 @@ func (b *burstState) addRise(r float64) {
 // before minRiseSamples rises are seen.
 func (c *core) warmBuffer() float64 {
 	b := &c.burst
-	if len(b.rises) < minRiseSamples {
+	if len(b.rises) < minRiseSamples || c.p.noWarmBuffer {
 		return 0
 	}
 	b.sorted = append(b.sorted[:0], b.rises...)

@@ -274,7 +274,10 @@ func (c *core) Arrive(now time.Time, fn int, size float64, n Counts) int {
 	burst := 0
 	if fn == 0 {
 		c.countArrival(size)
-		if c.p.arrivalBurst {
+		switch {
+		case c.p.arrivalBurst && c.p.noBurstAlarm:
+			c.riseArrive(now) // the warm buffer's spans only (ablation)
+		case c.p.arrivalBurst:
 			c.burstArrive(now)
 			burst = c.burstResize(now, fn, n)
 		}

@@ -112,6 +112,10 @@ type parts struct {
 	// target once the live count has stayed above it for the rent-or-buy
 	// limit, whatever their own idle age (steady.go).
 	steadyExcess bool
+	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
+	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
+	// buffer the sizing adds.
+	noBurstAlarm, noWarmBuffer bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -177,6 +181,8 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-steady-excess": func(p *parts) { p.steadyExcess = false },
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
+	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
+	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
 	"gantry-no-panic":         func(p *parts) { gantryStream(p); p.panic = false },
 	"gantry-no-stream":        func(p *parts) { p.stream = false; p.empiricalMix = false },
@@ -211,9 +217,10 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-cusum", "gantry-no-hold",
-		"gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire",
-		"gantry-no-stream", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
+	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm",
+		"gantry-no-cusum", "gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic",
+		"gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream",
+		"gantry-no-warm-buffer", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
 }
 
 // New builds the named policy (or ablation) for an app.

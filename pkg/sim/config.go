@@ -210,7 +210,7 @@ func (c *Config) validateColdStart() error {
 	if c.ColdStartDist != "" && !slices.Contains(ColdStartDists(), c.ColdStartDist) {
 		return fmt.Errorf("%w: %w %q (known: %v)", ErrBadConfig, ErrColdStartDist, c.ColdStartDist, ColdStartDists())
 	}
-	if c.randomColdStart() && c.Custom == nil && c.Policy == "oracle" {
+	if c.randomColdStart() && c.Custom == nil && IsOracle(c.Policy) {
 		return fmt.Errorf("%w: %w: the oracle plans with a constant cold start; cold-start distribution %q", ErrBadConfig, ErrColdStartDist, c.ColdStartDist)
 	}
 	if c.KeepAlive < 0 || c.KeepAlive > MaxKeepAlive {

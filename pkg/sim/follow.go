@@ -1,12 +1,16 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"time"
 
 	"gantry.dev/gantry/pkg/bound"
+	"gantry.dev/gantry/pkg/policy"
 )
 
 // follower makes the engine follow the oracle's plan to the job
@@ -53,6 +57,10 @@ type follower struct {
 	pcs    []plannedCtr  // per planned container
 	// pending lists planned containers that found no room when due.
 	pending []int32
+	// edges, when set, records a dry run's starts (+1) and stops (-1)
+	// per function (plannedSteps); startFn is each container's function.
+	edges   [][]policy.PlanStep
+	startFn []int32
 }
 
 // plannedCtr is a planned container's state in the engine.
@@ -167,6 +175,7 @@ func room(cfg *Config) int {
 type planRule struct {
 	firstFit bool // first fit, not best fit (bound.Planner.FirstFit)
 	shares   bool // stage deadlines from the SLO shares (follower.shares)
+	steps    bool // a dry run records its starts and stops (follower.edges)
 }
 
 // newFollower plans cfg's run for engine e, or, with e nil, for a dry run
@@ -184,6 +193,9 @@ func newFollower(ctx context.Context, cfg *Config, e *engine, rule planRule) *fo
 		f.cum = append(f.cum, int64(c))
 	}
 	f.assign = make([]assignQueue, len(cfg.App.Chain))
+	if rule.steps {
+		f.edges = make([][]policy.PlanStep, len(cfg.App.Chain))
+	}
 	// The plan keeps each function's waiting requests within the queue
 	// bound, so the engine's bound never refuses a planned request.
 	wait := 0
@@ -201,27 +213,45 @@ func newFollower(ctx context.Context, cfg *Config, e *engine, rule planRule) *fo
 // its SLO. Best fit and first fit each win on some runs; for a chain,
 // stage deadlines from the SLO shares alone hold fewer containers on some
 // runs but can make a request miss whose later stages run long, so they
-// count only where they do not.
-func choosePlan(ctx context.Context, cfg *Config) (planRule, error) {
+// count only where they do not. With firstFitOnly (the ablation
+// oracle-first-fit) best fit is not among the rules.
+func choosePlan(ctx context.Context, cfg *Config, firstFitOnly bool) (planRule, error) {
 	rules := []planRule{{}, {firstFit: true}}
 	if len(cfg.App.Chain) > 1 {
 		rules = append(rules, planRule{shares: true}, planRule{firstFit: true, shares: true})
 	}
-	// One replay of the arrivals and their draws feeds every plan, each
-	// in the order ahead would (an arrival before a later stage released
-	// at the same instant).
-	src := newFollower(ctx, cfg, nil, rules[0])
+	if firstFitOnly {
+		rules = slices.DeleteFunc(rules, func(r planRule) bool { return !r.firstFit })
+	}
 	plans := make([]*follower, len(rules))
 	for i, r := range rules {
 		plans[i] = newFollower(ctx, cfg, nil, r)
 	}
+	if err := dryRun(ctx, cfg, plans); err != nil {
+		return rules[0], err
+	}
+	best, bestArea := rules[0], math.Inf(1)
+	for i, p := range plans {
+		if p.missed == 0 && p.area < bestArea {
+			best, bestArea = rules[i], p.area
+		}
+	}
+	return best, nil
+}
+
+// dryRun plans cfg's whole run with every dry follower of plans.
+func dryRun(ctx context.Context, cfg *Config, plans []*follower) error {
+	// One replay of the arrivals and their draws feeds every plan, each
+	// in the order ahead would (an arrival before a later stage released
+	// at the same instant).
+	src := newFollower(ctx, cfg, nil, planRule{})
 	for n := 0; src.hasArr; n++ {
 		if n%checkEvery == 0 && ctx.Err() != nil {
-			return rules[0], fmt.Errorf("sim: stopped planning the oracle: %w", context.Cause(ctx))
+			return fmt.Errorf("sim: stopped planning the oracle: %w", context.Cause(ctx))
 		}
 		size := cfg.Dist.Sample(src.sizeRng, cfg.App.MinSize, cfg.App.MaxSize)
 		if !(size > 0) || math.IsInf(size, 0) {
-			return rules[0], fmt.Errorf("%w: distribution %q drew input size %v", ErrBadConfig, cfg.Dist.Name(), size)
+			return fmt.Errorf("%w: distribution %q drew input size %v", ErrBadConfig, cfg.Dist.Name(), size)
 		}
 		s := stage{release: src.nextArr, arrival: src.nextArr, id: src.nextID, size: size}
 		exec, out, total := src.chainExec(s.id, size)
@@ -234,16 +264,38 @@ func choosePlan(ctx context.Context, cfg *Config) (planRule, error) {
 		src.nextID++
 		src.nextArr, src.hasArr = src.src.nextArrival(src.nextArr)
 	}
-	best, bestArea := rules[0], math.Inf(1)
-	for i, p := range plans {
+	for _, p := range plans {
 		p.drainBefore(math.MaxInt64)
 		p.pl.Advance(math.MaxInt64)
 		p.pl.Finish()
-		if p.missed == 0 && p.area < bestArea {
-			best, bestArea = rules[i], p.area
+	}
+	return nil
+}
+
+// plannedSteps is the first-fit plan of cfg's run as each function's live
+// containers over time, for the ablation oracle-no-follow: the oracle
+// before it followed its plan, which held the plan's container counts
+// and let the engine dispatch by its own rule (least slack).
+func plannedSteps(ctx context.Context, cfg *Config) ([][]policy.PlanStep, error) {
+	f := newFollower(ctx, cfg, nil, planRule{firstFit: true, steps: true})
+	if err := dryRun(ctx, cfg, []*follower{f}); err != nil {
+		return nil, err
+	}
+	out := make([][]policy.PlanStep, len(f.edges))
+	for fn, edges := range f.edges {
+		// Stable: a start and a stop at one instant keep the plan's order.
+		slices.SortStableFunc(edges, func(a, b policy.PlanStep) int { return cmp.Compare(a.At, b.At) })
+		live := 0
+		for _, e := range edges {
+			live += e.Live
+			if n := len(out[fn]); n > 0 && out[fn][n-1].At == e.At {
+				out[fn][n-1].Live = live
+				continue
+			}
+			out[fn] = append(out[fn], policy.PlanStep{At: e.At, Live: live})
 		}
 	}
-	return best, nil
+	return out, nil
 }
 
 // drainBefore plans the jobs of later stages released before t.
@@ -257,6 +309,10 @@ func (f *follower) drainBefore(t int64) {
 func (f *follower) Start(ctr int32, fn int, at int64, warm bool) {
 	if f.e == nil {
 		f.startAt = append(f.startAt, at)
+		if f.edges != nil {
+			f.startFn = append(f.startFn, int32(fn))
+			f.edges[fn] = append(f.edges[fn], policy.PlanStep{At: time.Duration(at), Live: 1})
+		}
 		return
 	}
 	f.pcs = append(f.pcs, plannedCtr{fn: int32(fn), eng: -1, total: -1, head: -1, tail: -1, warm: warm})
@@ -267,6 +323,10 @@ func (f *follower) Start(ctr int32, fn int, at int64, warm bool) {
 func (f *follower) Retire(ctr int32, at int64, jobs int32) {
 	if f.e == nil {
 		f.area += float64(at - f.startAt[ctr])
+		if f.edges != nil {
+			fn := f.startFn[ctr]
+			f.edges[fn] = append(f.edges[fn], policy.PlanStep{At: time.Duration(at), Live: -1})
+		}
 		return
 	}
 	f.pcs[ctr].total = jobs
@@ -386,7 +446,7 @@ func (f *follower) placeDrawn(s stage, exec int64, out float64) {
 func (e *engine) planAhead() bool {
 	f := e.follow
 	for e.events.len() > 0 {
-		until := e.events.ev[0].at + f.lead
+		until := e.events.firstAt() + f.lead
 		if until <= f.horizon {
 			return true
 		}

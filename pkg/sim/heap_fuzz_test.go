@@ -23,15 +23,25 @@ func FuzzEventHeapPopsInOrder(f *testing.F) {
 		var evs []pending
 		for range 500 {
 			if rng.IntN(3) > 0 {
+				// At most one arrival is pending, as in the engine; it
+				// waits beside the heap.
+				kind := evDone
+				if !h.hasArr && rng.IntN(4) == 0 {
+					kind = evArrival
+				}
 				at := int64(rng.IntN(50))
-				h.push(at, evDone, 0)
+				h.push(at, kind, 0)
 				evs = append(evs, pending{at, h.seq})
 				continue
 			}
 			if h.len() == 0 {
 				continue
 			}
+			first := h.firstAt()
 			got := h.pop()
+			if got.at != first {
+				t.Fatalf("firstAt said %d, pop returned %d", first, got.at)
+			}
 			i := smallest(len(evs), func(a, b int) bool {
 				return evs[a].at < evs[b].at || (evs[a].at == evs[b].at && evs[a].seq < evs[b].seq)
 			})

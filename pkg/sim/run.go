@@ -22,16 +22,27 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	}
 	wall := time.Now()
 	pol := cfg.Custom
-	follow := pol == nil && cfg.Policy == "oracle"
+	variant, isOracle := oracleVariants[cfg.Policy]
+	isOracle = isOracle && pol == nil
+	follow := isOracle && !variant.noFollow
 	if pol == nil {
 		spec := policySpec(&cfg)
-		if follow {
+		name := cfg.Policy
+		if isOracle {
+			name = "oracle"
 			// The engine follows the plan itself (follow.go); the policy
-			// is asked for nothing it would plan.
+			// is asked for nothing it would plan. Unfollowed, the policy
+			// holds the plan's container counts.
 			spec.Truth.Planned = make([][]policy.PlanStep, len(cfg.App.Chain))
+			if variant.noFollow {
+				var err error
+				if spec.Truth.Planned, err = plannedSteps(ctx, &cfg); err != nil {
+					return Result{}, err
+				}
+			}
 		}
 		var err error
-		if pol, err = policy.New(cfg.Policy, spec); err != nil {
+		if pol, err = policy.New(name, spec); err != nil {
 			return Result{}, err
 		}
 	}
@@ -42,7 +53,7 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	if follow {
 		// The oracle plans the run every way it can and follows the plan
 		// that holds the fewest containers (choosePlan).
-		rule, err := choosePlan(ctx, &cfg)
+		rule, err := choosePlan(ctx, &cfg, variant.firstFitOnly)
 		if err != nil {
 			return Result{}, err
 		}
@@ -61,6 +72,9 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("%w (expected %.3g requests over %v)", ErrNoRequests, cfg.Trace.Total(), cfg.Trace.Duration())
 	}
 	res := e.result()
+	if isOracle {
+		res.Policy = cfg.Policy // an ablation's name, not the policy's
+	}
 	if !noBound && e.now > 0 {
 		b := boundOf(e.accs)
 		res.WorkFloor = b.WorkArea / float64(e.now)
@@ -72,6 +86,37 @@ func RunContext(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.WallSeconds = time.Since(wall).Seconds()
 	return res, nil
+}
+
+// oracleVariant is how the oracle, or one of its ablations, runs.
+type oracleVariant struct {
+	// firstFitOnly plans first fit only, not the better of best and
+	// first fit.
+	firstFitOnly bool
+	// noFollow holds the first-fit plan's live containers and lets the
+	// engine dispatch, instead of following the plan to the job.
+	noFollow bool
+}
+
+// oracleVariants are the oracle and its ablations (OracleAblations).
+var oracleVariants = map[string]oracleVariant{
+	"oracle":           {},
+	"oracle-first-fit": {firstFitOnly: true},
+	"oracle-no-follow": {firstFitOnly: true, noFollow: true},
+}
+
+// OracleAblations are the oracle with one of issue 20's rules undone:
+// oracle-first-fit plans first fit only (no best fit); oracle-no-follow
+// also stops following the plan to the job (the engine dispatches by
+// least slack on the plan's container counts), the oracle as it was
+// before. Run accepts them as policy names; docs/simulator.md.
+func OracleAblations() []string { return []string{"oracle-first-fit", "oracle-no-follow"} }
+
+// IsOracle reports whether name is the oracle or one of its ablations:
+// they plan with a constant cold start.
+func IsOracle(name string) bool {
+	_, ok := oracleVariants[name]
+	return ok
 }
 
 // policySpec is what a policy may know up front. Truth is only read by
