@@ -413,15 +413,26 @@ func (l *Local) awaitReady(p *proc) error {
 	// and grow by a quarter, so a program that listens within tens of
 	// milliseconds is found a millisecond or two late, not up to ten
 	// (doubling from 1 ms was), and a slow one costs a probe every 20 ms.
+	// seen is what the last check saw, so a start that times out says
+	// what failed: nothing listening, or the status the health path gave.
+	seen := ""
 	for delay := probeFirstGap; ; delay = min(delay*5/4, probeMaxGap) {
-		if ok := probe(ctx, client, url); ok {
+		ok, saw := probeSaw(ctx, client, url)
+		if ok {
 			return nil
+		}
+		if ctx.Err() == nil || seen == "" {
+			seen = saw // a check the deadline cut short says less
 		}
 		select {
 		case <-p.exited:
 			return exitError(p.inst.ID, "before ready", p.cmd.ProcessState, p.stderr.Lines())
 		case <-ctx.Done():
-			return fmt.Errorf("not ready: %w", ctx.Err())
+			err := fmt.Errorf("instance %s not ready within %v: GET %s last saw %s: %w", p.inst.ID, l.cfg.ReadyTimeout, HealthPath, seen, ctx.Err())
+			if lines := p.stderr.Lines(); len(lines) > 0 {
+				err = fmt.Errorf("%w; last stderr: %s", err, strings.Join(lines, " | "))
+			}
+			return err
 		case <-time.After(delay):
 		}
 	}
@@ -434,17 +445,28 @@ const (
 )
 
 func probe(ctx context.Context, client *http.Client, url string) bool {
+	ok, _ := probeSaw(ctx, client, url)
+	return ok
+}
+
+// probeSaw is probe that also says what it saw: the status answered, or
+// why no answer came (connection refused: nothing listens; a timeout:
+// something listens but does not answer).
+func probeSaw(ctx context.Context, client *http.Client, url string) (bool, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return false, "connection refused (nothing listening)"
+		}
+		return false, "no answer: " + err.Error()
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
-	return resp.StatusCode < 500
+	return resp.StatusCode < 500, "status " + resp.Status
 }
 
 func (l *Local) Stop(inst Instance) {

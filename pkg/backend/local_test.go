@@ -194,3 +194,20 @@ func TestCommandNamingGantryRunsThisBinary(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// An instance that never becomes ready fails its start with what the
+// readiness check saw, not only that the deadline passed.
+func TestStartThatNeverGetsReadySaysWhatTheCheckSaw(t *testing.T) {
+	l, rec := newTestLocal(t, LocalConfig{ReadyTimeout: 300 * time.Millisecond})
+	if err := l.Deploy(context.Background(), stack.Function{Name: "mute", Command: "echo waiting >&2; exec sleep 1000"}); err != nil {
+		t.Fatal(err)
+	}
+	l.Start("mute", 1)
+	if e := rec.next(t); e != "failed" {
+		t.Fatalf("got %s, want failed", e)
+	}
+	msg := rec.failed[0].Error()
+	if !strings.Contains(msg, "connection refused (nothing listening)") || !strings.Contains(msg, "last stderr: waiting") {
+		t.Fatalf("reason %q, want what the check saw and the stderr", msg)
+	}
+}

@@ -120,6 +120,10 @@ type Backend struct {
 	queue   workqueue.TypedRateLimitingInterface[string]
 	factory informers.SharedInformerFactory
 	slices  cache.SharedIndexInformer
+	// podFactory and pods watch the function pods, for the reason a
+	// start will not become ready (podfail.go).
+	podFactory informers.SharedInformerFactory
+	pods       cache.SharedIndexInformer
 
 	ctx     context.Context // cancelled by Close: aborts the workers' calls
 	cancel  context.CancelFunc
@@ -189,7 +193,7 @@ func newBackend(kube kubernetes.Interface, kinds map[string]workload, namespace 
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)),
 		ctx: ctx, cancel: cancel, stop: make(chan struct{}), fns: map[string]*fnState{}, follow: opts.Follow,
 		subs: map[string]*Backend{}}
-	if err := b.watchSlices(); err != nil {
+	if err := errors.Join(b.watchSlices(), b.watchPods()); err != nil {
 		cancel()
 		b.queue.ShutDown()
 		b.out.close()
@@ -624,6 +628,9 @@ func (b *Backend) sweep(now time.Time) {
 	for name, st := range b.fns {
 		evs := st.expire(now.Add(-b.opts.ReadyTimeout), b.opts.ReadyTimeout)
 		b.out.push(evs...)
+		// A probe started while a pod already sits in a back-off sees
+		// no pod update for minutes: the sweep checks it.
+		b.checkPodsLocked(name, st)
 		if st.overdue(now, b.opts.StopGrace) || len(evs) > 0 {
 			b.queue.Add(name)
 		}
@@ -665,6 +672,9 @@ func (b *Backend) Close(ctx context.Context) error {
 	errs := append(subErrs, waitCtx(ctx, &b.workers))
 	errs = append(errs, b.closeObjects(ctx, names, kinds)...)
 	b.factory.Shutdown()
+	if b.podFactory != nil {
+		b.podFactory.Shutdown()
+	}
 	b.out.close()
 	select {
 	case <-b.out.done:
