@@ -282,16 +282,11 @@ func runPaper(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	if err := prepareOut(f); err != nil {
+	records, wall, err := runMatrix(cmd, f, jobs)
+	if err != nil {
 		return err
 	}
-	start := time.Now()
-	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
-	if err != nil {
-		return keepFinished(cmd, f, records, len(jobs), err)
-	}
-	meta := experiment.PaperMeta{Plan: plan, Jobs: jobs, Runs: len(jobs), Wall: time.Since(start), Workers: f.workers}
-	fmt.Fprintf(cmd.ErrOrStderr(), "%d runs in %v\n", len(jobs), meta.Wall.Round(time.Second))
+	meta := experiment.PaperMeta{Plan: plan, Jobs: jobs, Runs: len(jobs), Wall: wall, Workers: f.workers}
 	return emit(cmd, f, experiment.PaperDocument(records, meta))
 }
 
@@ -318,6 +313,22 @@ func paperPlan(cmd *cobra.Command, f *simFlags) (experiment.PaperPlan, error) {
 // keepFinished writes the runs that finished before a failure or an
 // interrupt (SIGINT, SIGTERM) into --out, as a plain report, and returns
 // the error that stopped the rest.
+// runMatrix runs a preset matrix's jobs with progress on stderr, after
+// preparing --out; an interrupted or failed run keeps what finished.
+func runMatrix(cmd *cobra.Command, f *simFlags, jobs []experiment.Job) ([]report.Record, time.Duration, error) {
+	if err := prepareOut(f); err != nil {
+		return nil, 0, err
+	}
+	start := time.Now()
+	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
+	if err != nil {
+		return nil, 0, keepFinished(cmd, f, records, len(jobs), err)
+	}
+	wall := time.Since(start)
+	fmt.Fprintf(cmd.ErrOrStderr(), "%d runs in %v\n", len(jobs), wall.Round(time.Second))
+	return records, wall, nil
+}
+
 func keepFinished(cmd *cobra.Command, f *simFlags, records []report.Record, total int, err error) error {
 	if f.out == "" || len(records) == 0 {
 		return err

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,17 +32,12 @@ func runAblation(cmd *cobra.Command, f *simFlags) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	if err := prepareOut(f); err != nil {
+	records, wall, err := runMatrix(cmd, f, jobs)
+	if err != nil {
 		return err
 	}
-	start := time.Now()
-	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
-	if err != nil {
-		return keepFinished(cmd, f, records, len(jobs), err)
-	}
 	rows := experiment.AblationRows(records, plan.Paper.Policies)
-	meta := experiment.AblationMeta{Plan: plan, Runs: len(jobs), Wall: time.Since(start)}
-	fmt.Fprintf(cmd.ErrOrStderr(), "%d runs in %v\n", len(jobs), meta.Wall.Round(time.Second))
+	meta := experiment.AblationMeta{Plan: plan, Runs: len(jobs), Wall: wall}
 	if f.out != "" {
 		if err := writeOut(cmd, f, experiment.AblationDocument(records, rows, meta)); err != nil {
 			return err
