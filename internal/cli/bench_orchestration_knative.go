@@ -1,3 +1,5 @@
+//go:build !gantry_local
+
 package cli
 
 import (
