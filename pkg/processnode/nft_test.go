@@ -103,6 +103,20 @@ func ifName(in bool, name string, equal bool) match {
 	return match{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: b}}
 }
 
+// ifPrefix matches a packet whose input (in) or output interface name
+// starts with prefix, or does not: nftables compares only the bytes given.
+func ifPrefix(in bool, prefix string, equal bool) match {
+	key := expr.MetaKeyOIFNAME
+	if in {
+		key = expr.MetaKeyIIFNAME
+	}
+	op := expr.CmpOpEq
+	if !equal {
+		op = expr.CmpOpNeq
+	}
+	return match{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: []byte(prefix)}}
+}
+
 // addrIn matches an IPv4 packet whose source (src) or destination address
 // is in p, or not in it.
 func addrIn(src bool, p netip.Prefix, in bool) match {
