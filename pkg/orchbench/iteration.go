@@ -302,6 +302,15 @@ func (r *runner) progress(ctx context.Context, ctl string, c Case, rep int, star
 	if r.opts.Progress == nil {
 		return func() {}
 	}
+	return everyTick(ctx, func() {
+		r.logf("   %s %s/%d rep %d: %.0f of %.0f s, %d scale-ups measured",
+			ctl, c.Mode, c.Burst, rep+1, time.Since(start).Seconds(), r.opts.Iteration.Seconds(), sink.count(PodsReady))
+	})
+}
+
+// everyTick calls line every progressEvery until ctx ends or the returned
+// func is called; that func returns once line can no longer run.
+func everyTick(ctx context.Context, line func()) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -314,8 +323,7 @@ func (r *runner) progress(ctx context.Context, ctl string, c Case, rep int, star
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				r.logf("   %s %s/%d rep %d: %.0f of %.0f s, %d scale-ups measured",
-					ctl, c.Mode, c.Burst, rep+1, time.Since(start).Seconds(), r.opts.Iteration.Seconds(), sink.count(PodsReady))
+				line()
 			}
 		}
 	})

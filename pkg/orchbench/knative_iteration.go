@@ -263,24 +263,10 @@ func (k *knRun) knProgress(ctx context.Context, w *knWorld, c Case, rep int, sta
 	if k.opts.Progress == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(progressEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				sent, ok, failed := tr.snapshot()
-				k.logf("   %s %s/%d rep %d: %.0f of %.0f s, %d scale-ups, %d requests sent, %d ok, %d failed",
-					w.ctl, c.Mode, c.Burst, rep+1, time.Since(start).Seconds(), k.opts.Iteration.Seconds(),
-					w.tracker.count(), sent, ok, failed)
-			}
-		}
+	return everyTick(ctx, func() {
+		sent, ok, failed := tr.snapshot()
+		k.logf("   %s %s/%d rep %d: %.0f of %.0f s, %d scale-ups, %d requests sent, %d ok, %d failed",
+			w.ctl, c.Mode, c.Burst, rep+1, time.Since(start).Seconds(), k.opts.Iteration.Seconds(),
+			w.tracker.count(), sent, ok, failed)
 	})
-	return func() { close(done); wg.Wait() }
 }
