@@ -37,14 +37,7 @@ type knTrigger struct {
 	manager string
 }
 
-func (k *knTrigger) complete() bool {
-	for _, t := range k.seen {
-		if t.IsZero() {
-			return false
-		}
-	}
-	return true
-}
+func (k *knTrigger) complete() bool { return allSeen(&k.seen) }
 
 // knRev is what the watches last showed of one revision.
 type knRev struct {

@@ -50,8 +50,11 @@ type pending struct {
 	done     chan struct{}      // closed once every stage is seen
 }
 
-func (p *pending) complete() bool {
-	for _, t := range p.seen {
+func (p *pending) complete() bool { return allSeen(&p.seen) }
+
+// allSeen reports whether every stage has a time.
+func allSeen(seen *[numStages]time.Time) bool {
+	for _, t := range seen {
 		if t.IsZero() {
 			return false
 		}
