@@ -68,6 +68,7 @@ func (f *controllerFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.threadTransport, "critical-thread-transport", true, "reconcile client: send critical requests (at or above --critical-from) over connections of their own, written and read on the worker's real-time thread (false: over the shared HTTP/2 connection, the ablation)")
 	fs.BoolVar(&f.priorityLimiter, "priority-limiter", true, "reconcile client: serve waiting requests highest criticality first (false: client-go's FIFO token bucket, the ablation)")
 	fs.StringVar(&a.HTTPAddress, "http-address", ":8080", "address for /healthz, /readyz and /metrics; empty disables")
+	fs.StringVar(&a.TraceFile, "trace-file", "", "write a JSON line per reconcile that starts a new generation: when the change was seen, taken from the queue, and the status write's and pod creates' limiter and apiserver times (the Knative benchmark reads it)")
 	fs.BoolVar(&a.LeaderElect, "leader-elect", false, "take a Lease before reconciling, so only one replica is active")
 	fs.StringVar(&a.Leader.Namespace, "leader-election-namespace", "gantry-system", "namespace of the Lease")
 	fs.StringVar(&a.Leader.Name, "leader-election-id", "gantry-controller", "name of the Lease")

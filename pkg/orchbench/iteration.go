@@ -199,6 +199,32 @@ func (r *runner) churn(parent, ctx context.Context, w *world, c Case, rep int) i
 type pacing struct {
 	period time.Duration
 	rate   float64
+	// calls, if set, collects each create's and delete's round trip.
+	calls *churnCalls
+}
+
+// churnCalls are the interference's API round trips, in ms: how fast the
+// apiserver took one arm's objects, which bounds its rate.
+type churnCalls struct {
+	mu              sync.Mutex
+	creates, delets []float64
+}
+
+func (c *churnCalls) time(deleting bool, call func() error) error {
+	if c == nil {
+		return call()
+	}
+	start := time.Now()
+	err := call()
+	ms := float64(time.Since(start)) / float64(time.Millisecond)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if deleting {
+		c.delets = append(c.delets, ms)
+	} else {
+		c.creates = append(c.creates, ms)
+	}
+	return err
 }
 
 // churnLoop is churn on any target.
@@ -210,14 +236,18 @@ func churnLoop(parent, ctx context.Context, t target, c Case, rep int, p pacing)
 		for j := range names {
 			names[j] = fmt.Sprintf("churn-%s-%d-%d-%d-%d", c.Mode, c.Burst, rep, round, j)
 		}
-		created += parallel(names, func(n string) error { return t.createChurn(ctx, n) })
+		created += parallel(names, func(n string) error {
+			return p.calls.time(false, func() error { return t.createChurn(ctx, n) })
+		})
 		if parent.Err() != nil {
 			break // interrupted: the namespace's deletion removes the rest
 		}
 		// Deletes outlive the iteration briefly, so nothing is left
 		// behind, but not an interrupt.
 		dctx, cancel := context.WithTimeout(parent, 5*time.Second)
-		parallel(names, func(n string) error { return t.deleteChurn(dctx, n) })
+		parallel(names, func(n string) error {
+			return p.calls.time(true, func() error { return t.deleteChurn(dctx, n) })
+		})
 		cancel()
 		next := time.Time{}
 		switch {
@@ -269,6 +299,32 @@ type Churn struct {
 	Objects    int     `json:"objects"`
 	Seconds    float64 `json:"seconds"`
 	PerSecond  float64 `json:"objects_per_s"`
+	// Create and Delete are the objects' API round trips, where measured
+	// (Knative runs).
+	Create *Summary `json:"create_ms,omitempty"`
+	Delete *Summary `json:"delete_ms,omitempty"`
+}
+
+// addChurnCalls records the round trips of one arm's interference.
+func (r *runner) addChurnCalls(ctl string, c Case, calls *churnCalls) {
+	ch := r.churned[churnKey{ctl, c}]
+	if ch == nil || calls == nil {
+		return
+	}
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	if r.churnRTT == nil {
+		r.churnRTT = map[churnKey]*churnCalls{}
+	}
+	all := r.churnRTT[churnKey{ctl, c}]
+	if all == nil {
+		all = &churnCalls{}
+		r.churnRTT[churnKey{ctl, c}] = all
+	}
+	all.creates = append(all.creates, calls.creates...)
+	all.delets = append(all.delets, calls.delets...)
+	cs, ds := Summarize(all.creates), Summarize(all.delets)
+	ch.Create, ch.Delete = &cs, &ds
 }
 
 func (r *runner) addChurn(ctl string, c Case, objects int, d time.Duration) {

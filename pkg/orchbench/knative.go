@@ -74,7 +74,7 @@ func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	rep := newReport(opts, r.samples, r.missed)
 	rep.Churn = r.churnList()
 	rep.PatchRTT = []RunStats{}
-	rep.Breakdown = []RunStats{}
+	rep.Breakdown = r.breakdownList()
 	rep.Requests = k.requestList()
 	rep.Triggers = k.triggerList()
 	rep.Interrupted = ctx.Err() != nil
@@ -107,6 +107,9 @@ func (k *knRun) arm(ctx context.Context, ctl string) error {
 	// Interrupted on a control plane of the run's own, the API cleanup is
 	// moot: the control plane goes next, and a second counts.
 	if w != nil && !(ctx.Err() != nil && k.opts.Kubeconfig == "") {
+		if w.services != nil && ctx.Err() == nil {
+			err = errors.Join(err, k.deleteServices(ctx, w, w.services))
+		}
 		k.teardownWorld(ctx, w.world)
 	}
 	if stopGantry != nil {
@@ -356,6 +359,8 @@ func (k *knRun) startGantryKnative(ctx context.Context, ctl string) (func() erro
 type knWorld struct {
 	*world
 	tracker *knTracker
+	// services are the arm's Services once created (not FreshServices).
+	services []string
 }
 
 func (k *knRun) setupWorld(ctx context.Context, ctl string) (*knWorld, error) {

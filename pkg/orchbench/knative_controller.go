@@ -1,11 +1,14 @@
 package orchbench
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"gantry.dev/gantry/pkg/knativert"
+	"gantry.dev/gantry/pkg/rtcontroller"
 )
 
 // startGantryProcess runs `gantry controller --knative` as a process of
@@ -59,7 +63,8 @@ func (k *knRun) startGantryProcess(ctx context.Context, ctl string) (func() erro
 	}
 	argv := append(append([]string{}, k.opts.KN.ControllerCommand...),
 		"--kubeconfig", kubeconfig, "--http-address", health, "--knative",
-		"--knative-webhook-address", hook, "--knative-webhook-cert-dir", filepath.Join(dir, "certs"))
+		"--knative-webhook-address", hook, "--knative-webhook-cert-dir", filepath.Join(dir, "certs"),
+		"--trace-file", filepath.Join(dir, "traces.jsonl"))
 	logPath := filepath.Join(dir, "controller.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -77,7 +82,13 @@ func (k *knRun) startGantryProcess(ctx context.Context, ctl string) (func() erro
 	exited := make(chan struct{})
 	var exitErr error
 	go func() { exitErr = cmd.Wait(); close(exited) }()
+	tailCtx, stopTail := context.WithCancel(ctx)
+	tailDone := make(chan struct{})
+	go func() { defer close(tailDone); tailTraces(tailCtx, filepath.Join(dir, "traces.jsonl"), k.traces.add) }()
 	stop := func() error {
+		k.logMetrics(health)
+		stopTail()
+		<-tailDone
 		var err error
 		if ctx.Err() == nil || k.opts.Kubeconfig != "" {
 			// Only a cluster that outlives the run needs it gone (a
@@ -216,4 +227,65 @@ func logTail(path string) string {
 		raw = raw[len(raw)-2000:]
 	}
 	return string(raw)
+}
+
+// tailTraces reads the controller's trace file (JSON lines of
+// rtcontroller.ReconcileTrace) as it grows, until ctx ends, and hands
+// each trace to add.
+func tailTraces(ctx context.Context, path string, add func(rtcontroller.ReconcileTrace)) {
+	var (
+		off  int64
+		part []byte
+	)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if f, err := os.Open(path); err == nil {
+			if _, err := f.Seek(off, io.SeekStart); err == nil {
+				buf, _ := io.ReadAll(io.LimitReader(f, maxTraceRead))
+				off += int64(len(buf))
+				part = append(part, buf...)
+				for {
+					line, rest, ok := bytes.Cut(part, []byte("\n"))
+					if !ok {
+						break
+					}
+					var tr rtcontroller.ReconcileTrace
+					if json.Unmarshal(line, &tr) == nil {
+						add(tr)
+					}
+					part = rest
+				}
+				part = bytes.Clone(part)
+			}
+			f.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// maxTraceRead bounds one read of the trace file.
+const maxTraceRead = 16 << 20
+
+// logMetrics writes the controller's reconcile, queue and client
+// counters into the run's log before it stops: conflicts, retries, queue
+// waits and requests by connection say where a slow scale-up waited.
+func (k *knRun) logMetrics(health string) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + health + "/metrics")
+	if err != nil {
+		k.logf("gantry controller /metrics: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "gantry_") && !strings.Contains(line, "_bucket{") {
+			k.logf("   controller metric %s", line)
+		}
+	}
 }

@@ -68,22 +68,22 @@ func (k *knRun) startKnWatches(ctx context.Context, w *knWorld) error {
 	return nil
 }
 
-// iteration creates the Services at zero, runs the interference and,
-// after the warm-up, the traffic for the rest of the iteration, waits for
-// the scale-ups in flight, records them and deletes the Services.
+// iteration brings the Services to zero (the arm's first iteration
+// creates them at zero; later ones wait for the KPA to scale them there,
+// as the paper's), runs the interference and, after the warm-up, the
+// traffic for the rest of the iteration, waits for the scale-ups in
+// flight and records them. With FreshServices every iteration creates
+// new Services at zero and deletes them afterwards.
 func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) error {
-	names := make([]string, k.opts.Services)
-	hosts := make([]string, k.opts.Services)
-	for i := range names {
-		names[i] = fmt.Sprintf("i%d-svc-%02d", k.step+1, i+1)
-		hosts[i] = k.hostOf(w.svcNS, names[i])
-		w.tracker.watch(revisionOf(names[i]), i+1)
-	}
-	t0 := time.Now()
-	if err := k.createServices(ctx, w, names); err != nil {
+	names, err := k.servicesAtZero(ctx, w, c, rep)
+	if err != nil {
 		return err
 	}
-	k.logf("   %s %s/%d rep %d: %d Knative Services Ready at zero in %.1f s", w.ctl, c.Mode, c.Burst, rep+1, len(names), time.Since(t0).Seconds())
+	hosts := make([]string, len(names))
+	for i, name := range names {
+		hosts[i] = k.hostOf(w.svcNS, name)
+		w.tracker.watch(revisionOf(name), i+1)
+	}
 
 	ictx, cancel := context.WithTimeout(ctx, k.opts.Iteration)
 	defer cancel()
@@ -92,7 +92,10 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	var wg sync.WaitGroup
 	churned := make(chan int, 1)
 	start := time.Now()
-	wg.Go(func() { churned <- k.churn(ctx, ictx, w.world, c, rep) })
+	calls := &churnCalls{}
+	wg.Go(func() {
+		churned <- churnLoop(ctx, ictx, w.target, c, rep, pacing{period: k.opts.IntervalPeriod, rate: k.churnRate(c), calls: calls})
+	})
 	stopProgress := k.knProgress(ictx, w, c, rep, start, tr)
 	if ctxtime.Sleep(ictx, k.opts.KN.Warmup) == nil {
 		tr.run(ctx, ictx, hosts, k.opts.KN.Rate)
@@ -107,6 +110,7 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	}
 	k.recordKnative(w, c, rep, tr)
 	k.addChurn(w.ctl, c, objects, time.Since(start))
+	k.addChurnCalls(w.ctl, c, calls)
 	k.step++
 	sp, pc, pr := k.lastP50(w.ctl, c)
 	sent, ok, failed := tr.snapshot()
@@ -116,7 +120,96 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	if tr.example != "" {
 		k.logf("   first failed request: %s", firstLine(tr.example))
 	}
-	return k.deleteServices(ctx, w, names)
+	if k.opts.KN.FreshServices {
+		return k.deleteServices(ctx, w, names)
+	}
+	return nil
+}
+
+// servicesAtZero returns the iteration's Services, each at zero: no pod
+// and its scale target at 0 replicas.
+func (k *knRun) servicesAtZero(ctx context.Context, w *knWorld, c Case, rep int) ([]string, error) {
+	t0 := time.Now()
+	if k.opts.KN.FreshServices || w.services == nil {
+		names := make([]string, k.opts.Services)
+		for i := range names {
+			names[i] = fmt.Sprintf("svc-%02d", i+1)
+			if k.opts.KN.FreshServices {
+				names[i] = fmt.Sprintf("i%d-svc-%02d", k.step+1, i+1)
+			}
+		}
+		if err := k.createServices(ctx, w, names); err != nil {
+			return nil, err
+		}
+		if !k.opts.KN.FreshServices {
+			w.services = names
+		}
+		k.logf("   %s %s/%d rep %d: %d Knative Services created, Ready at zero in %.1f s", w.ctl, c.Mode, c.Burst, rep+1, len(names), time.Since(t0).Seconds())
+		return names, nil
+	}
+	if err := k.waitZero(ctx, w, w.services); err != nil {
+		return nil, err
+	}
+	k.logf("   %s %s/%d rep %d: the KPA scaled the %d Services to zero in %.1f s", w.ctl, c.Mode, c.Burst, rep+1, len(w.services), time.Since(t0).Seconds())
+	return w.services, nil
+}
+
+// zeroTimeout bounds the wait for the KPA's scale to zero: by Knative's
+// defaults a Revision goes 60 s (stable window) plus 30 s (grace period)
+// after its last request, and its pods drain for up to their timeout.
+const zeroTimeout = 5 * time.Minute
+
+// waitZero waits until the KPA has scaled every Service to zero: each
+// revision's scale target wants 0 replicas and no pod of it is left.
+func (k *knRun) waitZero(ctx context.Context, w *knWorld, names []string) error {
+	sel := knativert.RevisionLabel + " in (" + strings.Join(revisions(names), ",") + ")"
+	var last string
+	err := poll(ctx, zeroTimeout, func(ctx context.Context) (bool, error) {
+		want, err := k.targetReplicas(ctx, w, sel)
+		if err != nil || want > 0 {
+			last = fmt.Sprintf("scale targets want %d replicas", want)
+			return false, nil
+		}
+		pods, err := k.kube.CoreV1().Pods(w.svcNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil || len(pods.Items) > 0 {
+			last = fmt.Sprintf("%d pods left", len(pods.Items))
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("the KPA did not scale the Services to zero within %v: %s", zeroTimeout, last)
+	}
+	return ctx.Err()
+}
+
+// targetReplicas sums the spec.replicas of the scale targets of sel: the
+// revisions' Deployments (vanilla) or RTResources (Gantry).
+func (k *knRun) targetReplicas(ctx context.Context, w *knWorld, sel string) (int32, error) {
+	opts := metav1.ListOptions{LabelSelector: sel}
+	var sum int32
+	if isGantry(w.ctl) {
+		rts, err := k.rts.Namespace(w.svcNS).List(ctx, opts)
+		if err != nil {
+			return 0, err
+		}
+		for _, rt := range rts.Items {
+			if rt.Spec.Replicas != nil {
+				sum += *rt.Spec.Replicas
+			}
+		}
+		return sum, nil
+	}
+	deps, err := k.kube.AppsV1().Deployments(w.svcNS).List(ctx, opts)
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range deps.Items {
+		if d.Spec.Replicas != nil {
+			sum += *d.Spec.Replicas
+		}
+	}
+	return sum, nil
 }
 
 // knService is one Knative Service of the run: at zero until traffic
@@ -270,3 +363,7 @@ func (k *knRun) knProgress(ctx context.Context, w *knWorld, c Case, rep int, sta
 			w.tracker.count(), sent, ok, failed)
 	})
 }
+
+// churnRate is the continuous mode's cap on the interference, the same
+// for both arms (0: back to back).
+func (k *knRun) churnRate(Case) float64 { return k.opts.ChurnRate }

@@ -24,6 +24,12 @@ type KnativeOptions struct {
 	// bound on one 2-core machine, where every pod is two processes and a
 	// network namespace; 0 leaves Knative's default (no bound).
 	MaxScale int
+	// FreshServices creates new Services at zero (initial-scale 0) for
+	// every iteration and deletes them after it, instead of creating them
+	// once and waiting before each iteration for the KPA to scale them to
+	// zero, as the paper does; quicker (no 90 s of idleness an
+	// iteration), but each iteration's Revisions are new.
+	FreshServices bool
 	// Function is the example function the Services run, as the image
 	// dev.local/gantry-fn:<Function>.
 	Function string
@@ -59,7 +65,7 @@ func DefaultKnativeOptions() KnativeOptions {
 		Domain:               knativeinstall.DefaultDomain,
 		Rate:                 5,
 		ContainerConcurrency: 5,
-		MaxScale:             3,
+		MaxScale:             0,
 		Function:             "sentiment",
 		RequestTimeout:       30 * time.Second,
 		Warmup:               2 * time.Second,

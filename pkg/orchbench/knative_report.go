@@ -55,6 +55,9 @@ func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic) {
 		ts.Writers[m] += n
 	}
 	k.lastTriggers = len(trigs)
+	if isGantry(w.ctl) {
+		k.addParts(w.ctl, c, k.breakdowns(w.svcNS, trigs))
+	}
 	for _, t := range trigs {
 		for st, at := range t.seen {
 			if at.IsZero() {
@@ -152,4 +155,24 @@ func (r *Report) writeKnativeTable(w io.Writer) error {
 			failed, ts.Triggers, by, ts.Cancelled, ts.Foreign)
 	}
 	return tw.Flush()
+}
+
+// breakdowns joins the Gantry controller's reconcile traces to the
+// iteration's triggers (by scale target and generation) and splits each
+// scale-up by Components, from the trigger's arrival here. A trace is
+// reported when its reconcile ends, so the last ones get a moment; the
+// traces nobody took (the interference's) are dropped.
+func (k *knRun) breakdowns(ns string, trigs []*knTrigger) []map[string]float64 {
+	defer k.traces.clear()
+	deadline := time.Now().Add(3 * time.Second)
+	var out []map[string]float64
+	for _, t := range trigs {
+		if t.seen[StartsProcessing].IsZero() {
+			continue
+		}
+		if tr, ok := k.traces.take(ns, t.target, t.gen, time.Until(deadline)); ok {
+			out = append(out, breakdown(tr, t.at, t.seen))
+		}
+	}
+	return out
 }

@@ -28,7 +28,8 @@ import (
 // knTrigger is one scale-up of one revision's scale target.
 type knTrigger struct {
 	rev     string
-	service int // 1..N
+	target  string // the scale target's name
+	service int    // 1..N
 	at      time.Time
 	from    int32
 	want    int32
@@ -71,11 +72,14 @@ func newKnTracker(vanilla bool) *knTracker {
 }
 
 // watch registers a revision of the current iteration, serving service
-// (1..N); events of other revisions are ignored.
+// (1..N); events of other revisions are ignored. Every iteration starts
+// with the revision at zero (a new Service at initial-scale 0, or one the
+// KPA scaled to zero), so its target's replicas are known to be 0: the
+// KPA's first write is a rise even when no event came before it.
 func (t *knTracker) watch(rev string, service int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.revs[rev] = &knRev{service: service, live: map[types.UID]bool{}, ready: map[types.UID]bool{}}
+	t.revs[rev] = &knRev{service: service, known: true, live: map[types.UID]bool{}, ready: map[types.UID]bool{}}
 }
 
 // take ends the iteration: it returns every trigger, finished or not, and
@@ -140,7 +144,7 @@ func (t *knTracker) onTarget(obj any) {
 			t.foreign++
 			return
 		}
-		k := &knTrigger{rev: name, service: rev.service, at: at, from: prev, want: r, gen: meta.GetGeneration(), manager: manager}
+		k := &knTrigger{rev: name, target: meta.GetName(), service: rev.service, at: at, from: prev, want: r, gen: meta.GetGeneration(), manager: manager}
 		t.managers[manager]++
 		t.open = append(t.open, k)
 		// The stages' own events may have arrived first (separate watches

@@ -53,6 +53,8 @@ type runner struct {
 	// parts holds their breakdown per controller and case.
 	traces *traceStore
 	parts  map[churnKey]map[string][]float64
+	// churnRTT holds the interference's round trips (Knative runs).
+	churnRTT map[churnKey]*churnCalls
 }
 
 type missKey struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -32,6 +33,9 @@ type AppConfig struct {
 	HTTPAddress  string // /healthz, /readyz, /metrics; "" disables
 	LeaderElect  bool
 	Leader       LeaderElection
+	// TraceFile, if set, receives a JSON line per ReconcileTrace (see
+	// TraceFile), for a benchmark in another process.
+	TraceFile string
 }
 
 // PoolConfig is the worker pool the rtqueue engine runs: Pool with the
@@ -76,6 +80,25 @@ func RunApp(ctx context.Context, cfg AppConfig) error {
 	}
 	opts := cfg.Options
 	opts.Engine, opts.Registerer = engine, reg
+	if cfg.TraceFile != "" {
+		tf, err := OpenTraceFile(cfg.TraceFile)
+		if err != nil {
+			return err
+		}
+		opts.Trace = tf.Add
+		log := opts.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		defer func() {
+			if n := tf.Dropped(); n > 0 {
+				log.Warn("reconcile traces dropped: the trace file's queue was full", "dropped", n)
+			}
+			if err := tf.Close(); err != nil {
+				log.Warn("trace file", "err", err)
+			}
+		}()
+	}
 	if opts.CriticalFloor == 0 {
 		opts.CriticalFloor = cfg.criticalFloor()
 	}
