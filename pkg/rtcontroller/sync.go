@@ -84,29 +84,55 @@ func (c *Controller) sync(ctx context.Context, key Key) (string, error) {
 		return outcomeError, err
 	}
 	pods, strays := claim(owned, sel)
+	marked := func() (*gantryv1.RTResource, error) { return rt, nil }
 	if rt.Status.ObservedGeneration != rt.Generation {
-		mark := markProcessing(rt, pods, hash, sel.String(), crit, c.clock.Now())
-		if rt, err = c.writeMark(ctx, key, rt, mark, crit); err != nil {
-			return outcomeError, err
-		}
+		marked = c.startMark(ctx, key, rt, markProcessing(rt, pods, hash, sel.String(), crit, c.clock.Now()), crit)
 	}
 	// As in the ReplicaSet controller, a failed release stops the sync: the
 	// stray would otherwise be replaced while still owned.
 	if err := c.release(ctx, rt, strays); err != nil {
-		return outcomeError, err
+		_, markErr := marked()
+		return outcomeError, errors.Join(err, markErr)
 	}
-	return c.manageAndReport(ctx, key, rt, pods, crit, hash, sel.String())
+	return c.manageAndReport(ctx, key, rt, marked, pods, crit, hash, sel.String())
 }
 
-func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.RTResource, pods []*corev1.Pod, crit int32, hash, selector string) (string, error) {
+// startMark writes the processing mark beside the rest of the reconcile:
+// the pod creates that follow do not wait for its round trip, which on a
+// loaded apiserver is the longest part of a scale-up (a custom resource's
+// status write costs the apiserver more than a pod create). The returned
+// func waits for the write and gives the object as stored, for the final
+// status write.
+func (c *Controller) startMark(ctx context.Context, key Key, rt *gantryv1.RTResource, mark gantryv1.RTResourceStatus, crit int32) func() (*gantryv1.RTResource, error) {
+	var (
+		out  *gantryv1.RTResource
+		err  error
+		done = make(chan struct{})
+	)
+	goSibling(func() {
+		defer close(done)
+		out, err = c.writeMark(ctx, key, rt, mark, crit)
+	})
+	return func() (*gantryv1.RTResource, error) {
+		<-done
+		return out, err
+	}
+}
+
+func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.RTResource, marked func() (*gantryv1.RTResource, error), pods []*corev1.Pod, crit int32, hash, selector string) (string, error) {
 	if adopted, err := c.adoptOrphans(ctx, rt); adopted || err != nil {
 		// The adopted pods reach the cache, and the next reconcile, through
 		// their update events; planning now would count them as missing.
-		return outcomeRequeue, err
+		_, markErr := marked()
+		return outcomeRequeue, errors.Join(err, markErr)
 	}
 	outcome := outcomeWaiting
 	managed, createErr, deleteErr := c.manage(ctx, rt, pods, hash)
 	manageErr := errors.Join(deleteErr, createErr)
+	rt, err := marked()
+	if err != nil {
+		return outcomeError, errors.Join(manageErr, err)
+	}
 	res := computeStatus(rt, pods, hash, selector, crit, c.clock.Now())
 	if managed {
 		outcome = outcomeSuccess
