@@ -34,6 +34,14 @@ func (k *knativeBenchFlags) register(cmd *cobra.Command, opts *orchbench.Options
 	f.StringVar(&opts.KN.Domain, "knative-domain", knativeinstall.DefaultDomain, "--knative: the cluster's domain of Knative Services")
 }
 
+// knativeFairArgs give the Gantry arm's controller vanilla's client
+// limits: kube-controller-manager gives each of its controllers a client
+// of its own at 20 requests/s, burst 30 (its defaults), and a scale-up
+// passes two of them (deployment, then replicaset); Gantry's one
+// controller gets 20/30 shared and a critical reserve of 20/30, the same
+// 40/60 in all (docs/knative.md).
+const knativeFairArgs = "--kube-api-qps=20 --kube-api-burst=30 --critical-kube-api-qps=20 --critical-kube-api-burst=30"
+
 // knativeOnly are the flags that mean nothing without --knative, and
 // knativeRefused those a Knative run has no use for: Knative's KPA, not
 // the benchmark, decides the replicas and when to scale.
@@ -71,6 +79,9 @@ func applyKnativeFlags(cmd *cobra.Command, opts *orchbench.Options, k *knativeBe
 	}
 	// The Gantry arm's controller is `gantry controller --knative` in a
 	// process of its own, as vanilla's kube-controller-manager is.
+	if !cmd.Flags().Changed("controller-args") {
+		ctlArgs += " " + knativeFairArgs
+	}
 	opts.KN.ControllerCommand = append([]string{self, "controller"}, strings.Fields(ctlArgs)...)
 	if opts.Kubeconfig == "" {
 		// The Services' image dev.local/gantry-fn:NAME runs `gantry fn

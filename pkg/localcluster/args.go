@@ -54,6 +54,12 @@ func (c *Cluster) apiserverArgs() []string {
 		// the Service's endpoint addresses itself.
 		args = append(args, "--enable-aggregator-routing=true")
 	}
+	if len(c.opts.AuditPolicy) > 0 {
+		// Flushed every second, so a benchmark reads an iteration's events
+		// soon after it ends.
+		args = append(args, "--audit-policy-file="+c.path("audit-policy.yaml"), "--audit-log-path="+c.AuditLogPath(),
+			"--audit-log-format=json", "--audit-log-mode=batch", "--audit-log-batch-max-wait=1s")
+	}
 	if !c.opts.ControllerManager {
 		// Without the controller manager nothing creates service accounts
 		// or lifts the not-ready taint, so skip the plugins that need that.

@@ -57,6 +57,10 @@ type Options struct {
 	// tests start clusters: this package cannot import it.
 	StartIngress IngressStarter
 
+	// AuditPolicy, if set, is the API server's audit policy (YAML): it
+	// then writes its audit log, JSON lines, to AuditLogPath.
+	AuditPolicy []byte
+
 	Dir  string // working dir; a temp dir if empty (removed on Stop)
 	Port int    // kube-apiserver's port on 127.0.0.1; 0 picks a free one
 
@@ -182,6 +186,9 @@ func (c *Cluster) Stop() error {
 
 // KubeconfigPath is the admin kubeconfig.
 func (c *Cluster) KubeconfigPath() string { return c.path("kubeconfig") }
+
+// AuditLogPath is the API server's audit log (Options.AuditPolicy).
+func (c *Cluster) AuditLogPath() string { return c.path("audit.log") }
 
 // RESTConfig returns a copy of the admin config (group system:masters). Its
 // QPS and Burst are client-go's defaults; raise them for load tests.

@@ -194,6 +194,11 @@ func (c *Cluster) etcdURL() string { return fmt.Sprintf("http://127.0.0.1:%d", c
 // writeConfig writes the PKI, the kubeconfigs and kwok's configuration, and
 // sets the admin client.
 func (c *Cluster) writeConfig() error {
+	if len(c.opts.AuditPolicy) > 0 {
+		if err := writeFile(c.path("audit-policy.yaml"), c.opts.AuditPolicy); err != nil {
+			return err
+		}
+	}
 	ca, err := newAuthority()
 	if err != nil {
 		return err

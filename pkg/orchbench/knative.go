@@ -51,6 +51,11 @@ type knRun struct {
 	// clusterKubeconfig is the local control plane's, when the run
 	// started one.
 	clusterKubeconfig string
+	// audit reads the local control plane's audit log (nil on a
+	// --kubeconfig cluster); auditSamples are the stages timed in it.
+	audit        *auditReader
+	auditSamples []Sample
+	auditMissed  map[missKey]int
 }
 
 // runKnative is Run with Options.Knative: each arm on a control plane of
@@ -59,7 +64,7 @@ type knRun struct {
 func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{},
 		started: time.Now(), traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
-	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}}
+	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}, auditMissed: map[missKey]int{}}
 	for _, ctl := range opts.Controllers {
 		if ctx.Err() != nil {
 			break
@@ -77,6 +82,7 @@ func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	rep.Breakdown = r.breakdownList()
 	rep.Requests = k.requestList()
 	rep.Triggers = k.triggerList()
+	rep.Audit, rep.AuditReductions = k.auditReport()
 	rep.Interrupted = ctx.Err() != nil
 	return rep, nil
 }
@@ -147,7 +153,7 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 		c, err := localcluster.Start(ctx, localcluster.Options{
 			Nodes: k.opts.Nodes, ProcessNodes: 1, Scheduler: true, ControllerManager: true,
 			Knative: true, KnativeDomain: k.opts.KN.Domain, KnativeIngress: "127.0.0.1:0", StartIngress: startIngress,
-			Programs: k.opts.KN.Programs, Progress: k.opts.Progress,
+			Programs: k.opts.KN.Programs, Progress: k.opts.Progress, AuditPolicy: auditPolicy,
 		})
 		if err != nil {
 			return nil, err
@@ -157,6 +163,7 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 			_ = c.Stop()
 		}
 		k.cfg, k.ingress, k.clusterKubeconfig = c.RESTConfig(), c.KnativeIngressAddr(), c.KubeconfigPath()
+		k.audit = &auditReader{path: c.AuditLogPath()}
 	}
 	k.cfg = rest.CopyConfig(k.cfg)
 	k.cfg.WarningHandler = rest.NoWarnings{} // Knative's securityContext advice on every Service

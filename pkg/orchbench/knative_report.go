@@ -58,6 +58,7 @@ func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic) {
 	if isGantry(w.ctl) {
 		k.addParts(w.ctl, c, k.breakdowns(w.svcNS, trigs))
 	}
+	k.recordAudit(w, c, rep, trigs)
 	for _, t := range trigs {
 		for st, at := range t.seen {
 			if at.IsZero() {
@@ -175,4 +176,64 @@ func (k *knRun) breakdowns(ns string, trigs []*knTrigger) []map[string]float64 {
 		}
 	}
 	return out
+}
+
+// auditFlush is how long the API server may hold audit events in its
+// batch (--audit-log-batch-max-wait), and a margin.
+const auditFlush = 2 * time.Second
+
+// recordAudit times the iteration's triggers in the audit log.
+func (k *knRun) recordAudit(w *knWorld, c Case, rep int, trigs []*knTrigger) {
+	if k.audit == nil {
+		return
+	}
+	time.Sleep(auditFlush)
+	events := k.audit.read(w.svcNS)
+	for _, t := range trigs {
+		sp, pc, spOK, pcOK, ok := auditStages(events, t, !isGantry(w.ctl))
+		for _, s := range []struct {
+			st Stage
+			v  float64
+			ok bool
+		}{{StartsProcessing, sp, ok && spOK}, {PodsCreated, pc, ok && pcOK}} {
+			if !s.ok {
+				k.auditMissed[missKey{w.ctl, c, s.st}]++
+				continue
+			}
+			k.auditSamples = append(k.auditSamples, Sample{Controller: w.ctl, Mode: c.Mode, Burst: c.Burst, Rep: rep, Service: t.service, Stage: s.st, Ms: s.v})
+		}
+	}
+}
+
+// auditReport summarises the audit log's stages and Gantry's reductions.
+func (k *knRun) auditReport() ([]RunStats, []Reduction) {
+	if k.audit == nil {
+		return nil, nil
+	}
+	vals := func(ctl string, c Case, st Stage) []float64 {
+		var out []float64
+		for _, s := range k.auditSamples {
+			if s.Controller == ctl && s.Mode == c.Mode && s.Burst == c.Burst && s.Stage == st {
+				out = append(out, s.Ms)
+			}
+		}
+		return out
+	}
+	runs, reds := []RunStats{}, []Reduction{}
+	stages := []Stage{StartsProcessing, PodsCreated}
+	for _, c := range k.opts.Cases {
+		for _, ctl := range k.opts.Controllers {
+			for _, st := range stages {
+				runs = append(runs, RunStats{Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: st.String(),
+					Summary: Summarize(vals(ctl, c, st)), Missed: k.auditMissed[missKey{ctl, c, st}]})
+			}
+		}
+		if slices.Contains(k.opts.Controllers, Vanilla) && slices.Contains(k.opts.Controllers, Gantry) {
+			for _, st := range stages {
+				reds = append(reds, Reduction{Mode: c.Mode, Burst: c.Burst, Stage: st.String(),
+					MedianReduction: finiteOrNil(MedianReduction(vals(Vanilla, c, st), vals(Gantry, c, st)))})
+			}
+		}
+	}
+	return runs, reds
 }

@@ -55,9 +55,14 @@ type Report struct {
 	Breakdown []RunStats `json:"breakdown"`
 	// Requests and Triggers are the Knative run's traffic and the KPA's
 	// scale-ups it caused (knative_report.go).
-	Requests    []RequestStats `json:"requests,omitempty"`
-	Triggers    []TriggerStats `json:"triggers,omitempty"`
-	Interrupted bool           `json:"interrupted,omitempty"`
+	Requests []RequestStats `json:"requests,omitempty"`
+	// Audit are a Knative run's starts processing and pods created as the
+	// paper times them, in the API server's audit log (knative_audit.go),
+	// and AuditReductions Gantry's median reductions of them.
+	Audit           []RunStats     `json:"audit,omitempty"`
+	AuditReductions []Reduction    `json:"audit_reductions,omitempty"`
+	Triggers        []TriggerStats `json:"triggers,omitempty"`
+	Interrupted     bool           `json:"interrupted,omitempty"`
 
 	Options Options  `json:"-"`
 	Samples []Sample `json:"-"`

@@ -1,0 +1,84 @@
+package orchbench
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// auditLine is one ResponseComplete event as kube-apiserver writes it.
+func auditLine(verb, user, resource, sub, name string, code int, labels string, recv, done time.Time) string {
+	obj := ""
+	if labels != "" {
+		obj = `,"requestObject":{"metadata":{"labels":` + labels + `}}`
+	}
+	return `{"kind":"Event","stage":"ResponseComplete","verb":"` + verb + `","user":{"username":"` + user + `"},` +
+		`"objectRef":{"resource":"` + resource + `","namespace":"svc","name":"` + name + `","subresource":"` + sub + `"},` +
+		`"responseStatus":{"code":` + itoa(code) + `}` + obj +
+		`,"requestReceivedTimestamp":"` + recv.UTC().Format(metav1.RFC3339Micro) + `","stageTimestamp":"` + done.UTC().Format(metav1.RFC3339Micro) + `"}` + "\n"
+}
+
+func itoa(n int) string { return string(rune('0'+n/100)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10)) }
+
+// The audit log times a trigger from the KPA's /scale write's completion
+// to the controller's first write of the scale-up (received) and to the
+// completion of the pod creates it asked for; writes before the KPA's, of
+// other revisions, failed ones and another namespace's are not counted,
+// and a half-written last line waits for the next read.
+func TestAuditStagesTimeTheControllersRequestsFromTheKPAsWrite(t *testing.T) {
+	base := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	const rev, dep = "svc-01-00001", "svc-01-00001-deployment"
+	revLabel := `{"serving.knative.dev/revision":"` + rev + `"}`
+	other := `{"serving.knative.dev/revision":"svc-02-00001"}`
+	dc := "system:serviceaccount:kube-system:deployment-controller"
+	rc := "system:serviceaccount:kube-system:replicaset-controller"
+	log := auditLine("update", dc, "replicasets", "", dep+"-abc", 200, "", at(-500), at(-490)) + // an earlier sync
+		auditLine("patch", "system:serviceaccount:knative-serving:controller", "deployments", "scale", dep, 200, "", at(0), at(100)) +
+		auditLine("update", dc, "replicasets", "", dep+"-abc", 409, "", at(120), at(130)) + // a conflict is no write
+		auditLine("update", dc, "replicasets", "", dep+"-abc", 200, "", at(150), at(400)) +
+		auditLine("create", rc, "pods", "", "", 201, other, at(200), at(300)) +
+		auditLine("create", rc, "pods", "", "", 201, revLabel, at(450), at(700)) +
+		auditLine("create", rc, "pods", "", "", 201, revLabel, at(460), at(650)) +
+		`{"objectRef":{"namespace":"other"}}` + "\n" + `{"kind":"Event","verb":"create","objectRef":{"names`
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &auditReader{path: path}
+	events := r.read("svc")
+	if len(events) != 6 {
+		t.Fatalf("%d events of namespace svc, want the 6 complete successful ones", len(events))
+	}
+	trig := &knTrigger{rev: rev, target: dep, at: at(180), from: 0, want: 2}
+	sp, pc, spOK, pcOK, ok := auditStages(events, trig, true)
+	if !ok || !spOK || !pcOK {
+		t.Fatalf("stages not found: %v %v %v", ok, spOK, pcOK)
+	}
+	// From the KPA's write's completion (100): the ReplicaSet write was
+	// received at 150, the second of the revision's pods done at 700.
+	if sp != 50 || pc != 600 {
+		t.Errorf("starts processing %v ms, pods created %v ms; want 50 and 600", sp, pc)
+	}
+	if _, _, _, _, ok := auditStages(events, &knTrigger{rev: rev, target: "other-deployment", at: at(180), want: 1}, true); ok {
+		t.Error("a trigger without a /scale write in the log was timed")
+	}
+	// Gantry: the processing mark is the RTResource's status write.
+	gantry := auditLine("patch", "system:serviceaccount:knative-serving:controller", "rtresources", "scale", rev, 200, "", at(0), at(80)) +
+		auditLine("update", "system:serviceaccount:knative-serving:controller", "rtresources", "status", rev, 200, "", at(85), at(90)) +
+		auditLine("update", "gantry-admin", "rtresources", "status", rev, 200, "", at(95), at(900))
+	if err := os.WriteFile(path, []byte(log[:len(log)-len(`{"kind":"Event","verb":"create","objectRef":{"names`)]+gantry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events = r.read("svc")
+	if len(events) != 3 {
+		t.Fatalf("the second read got %d events, want the 3 appended", len(events))
+	}
+	sp, _, spOK, pcOK, ok = auditStages(events, &knTrigger{rev: rev, target: rev, at: at(100), want: 1}, false)
+	if !ok || !spOK || pcOK || sp != 15 {
+		t.Errorf("gantry: starts processing %v ms (found %v), pods created found %v; want 15 ms and no pods", sp, spOK, pcOK)
+	}
+}
