@@ -21,7 +21,9 @@ func auditLine(verb, user, resource, sub, name string, code int, labels string, 
 		`,"requestReceivedTimestamp":"` + recv.UTC().Format(metav1.RFC3339Micro) + `","stageTimestamp":"` + done.UTC().Format(metav1.RFC3339Micro) + `"}` + "\n"
 }
 
-func itoa(n int) string { return string(rune('0'+n/100)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10)) }
+func itoa(n int) string {
+	return string(rune('0'+n/100)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
+}
 
 // The audit log times a trigger from the KPA's /scale write's completion
 // to the controller's first write of the scale-up (received) and to the

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -171,8 +172,11 @@ func (k *knRun) waitZero(ctx context.Context, w *knWorld, names []string) error 
 			return false, nil
 		}
 		pods, err := k.kube.CoreV1().Pods(w.svcNS).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil || len(pods.Items) > 0 {
-			last = fmt.Sprintf("%d pods left", len(pods.Items))
+		if err != nil {
+			return false, nil
+		}
+		if n := running(pods.Items); n > 0 {
+			last = fmt.Sprintf("%d pods left", n)
 			return false, nil
 		}
 		return true, nil
@@ -367,3 +371,17 @@ func (k *knRun) knProgress(ctx context.Context, w *knWorld, c Case, rep int, sta
 // churnRate is the continuous mode's cap on the interference, the same
 // for both arms (0: back to back).
 func (k *knRun) churnRate(Case) float64 { return k.opts.ChurnRate }
+
+// running counts the pods whose containers may still run: a pod that
+// ended (Succeeded or Failed, as a scaled-down Knative pod does once
+// queue-proxy drained) waits only for its grace period to pass before its
+// object goes, and takes no CPU meanwhile.
+func running(pods []corev1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n
+}
