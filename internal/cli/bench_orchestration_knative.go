@@ -26,7 +26,7 @@ func (k *knativeBenchFlags) register(cmd *cobra.Command, opts *orchbench.Options
 	f.Float64Var(&opts.KN.Rate, "rate", opts.KN.Rate, "--knative: requests/s to each Service (open loop)")
 	f.IntVar(&opts.KN.ContainerConcurrency, "container-concurrency", opts.KN.ContainerConcurrency, "--knative: each Service's containerConcurrency")
 	f.IntVar(&opts.KN.MaxScale, "max-scale", opts.KN.MaxScale, "--knative: each Service's autoscaling.knative.dev/max-scale (0: no bound)")
-	f.BoolVar(&opts.KN.FreshServices, "fresh-services", false, "--knative: new Services at zero for every iteration (quicker) instead of waiting for the KPA to scale the arm's Services to zero before each iteration, as the paper does")
+	f.BoolVar(&opts.KN.FreshServices, "fresh-services", opts.KN.FreshServices, "--knative: new Services at zero for every iteration; false creates them once and waits before each iteration for the KPA to scale them to zero, as the paper does (90 s or more an iteration; docs/knative.md)")
 	f.StringVar(&opts.KN.Function, "function", opts.KN.Function, "--knative: the example function the Services run (image dev.local/gantry-fn:NAME)")
 	f.DurationVar(&opts.KN.RequestTimeout, "request-timeout", opts.KN.RequestTimeout, "--knative: bound on one request")
 	f.DurationVar(&opts.KN.Warmup, "warmup", opts.KN.Warmup, "--knative: interference before the traffic starts in each iteration")

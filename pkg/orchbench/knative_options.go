@@ -27,8 +27,9 @@ type KnativeOptions struct {
 	// FreshServices creates new Services at zero (initial-scale 0) for
 	// every iteration and deletes them after it, instead of creating them
 	// once and waiting before each iteration for the KPA to scale them to
-	// zero, as the paper does; quicker (no 90 s of idleness an
-	// iteration), but each iteration's Revisions are new.
+	// zero, as the paper does: quicker (no 90 s or more of idleness an
+	// iteration), but each iteration's Revisions are new. It is the
+	// default (docs/knative.md says why).
 	FreshServices bool
 	// Function is the example function the Services run, as the image
 	// dev.local/gantry-fn:<Function>.
@@ -65,8 +66,9 @@ func DefaultKnativeOptions() KnativeOptions {
 		Domain:               knativeinstall.DefaultDomain,
 		Rate:                 5,
 		ContainerConcurrency: 5,
-		MaxScale:             0,
+		MaxScale:             3,
 		Function:             "sentiment",
+		FreshServices:        true,
 		RequestTimeout:       30 * time.Second,
 		Warmup:               2 * time.Second,
 	}

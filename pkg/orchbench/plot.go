@@ -84,7 +84,20 @@ func (r *Report) boxPlot(mode string, bursts []int, st Stage) *plot.Plot {
 	p.X.Min, p.X.Max = -0.5, float64(len(bursts))-0.5
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
+	positiveRange(&p.Y)
 	return p
+}
+
+// positiveRange keeps a logarithmic axis of a plot without samples (an
+// arm and case with no scale-up) on positive values: gonum's log scale
+// panics on its default range of -1..1.
+func positiveRange(a *plot.Axis) {
+	if a.Min <= 0 || math.IsInf(a.Min, 0) || math.IsNaN(a.Min) {
+		a.Min = floorMs
+	}
+	if a.Max <= a.Min || math.IsInf(a.Max, 0) || math.IsNaN(a.Max) {
+		a.Max = a.Min * 10
+	}
 }
 
 func (r *Report) cdfPlot(mode string, burst int, st Stage) *plot.Plot {
@@ -110,6 +123,7 @@ func (r *Report) cdfPlot(mode string, burst int, st Stage) *plot.Plot {
 	}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
+	positiveRange(&p.X)
 	return p
 }
 

@@ -102,3 +102,17 @@ func TestWriteDir(t *testing.T) {
 		}
 	}
 }
+
+// An arm and case without a single scale-up (all of a Knative case's
+// triggers missed) still gets its plots: a logarithmic axis without
+// samples used to panic.
+func TestPlotsOfACaseWithoutSamples(t *testing.T) {
+	rep := newReport(Options{Controllers: []string{Vanilla, Gantry}, Cases: []Case{{ModeContinuous, 30}}}, nil, map[missKey]int{})
+	files, err := rep.writePlots(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no plot written")
+	}
+}
