@@ -1,6 +1,7 @@
 package orchbench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -111,6 +112,7 @@ func (k *knRun) startGantryProcess(ctx context.Context, ctl string) (func() erro
 			err = errors.Join(err, errors.New("gantry controller: did not stop within 5 s of SIGTERM"))
 		}
 		logf.Close()
+		k.logFailures(logPath)
 		os.RemoveAll(dir)
 		return err
 	}
@@ -287,5 +289,45 @@ func (k *knRun) logMetrics(health string) {
 		if strings.HasPrefix(line, "gantry_") && !strings.Contains(line, "_bucket{") {
 			k.logf("   controller metric %s", line)
 		}
+	}
+}
+
+// logFailures puts the controller's failed reconciles into the run's
+// log before its folder goes: how many, and the first of each kind.
+func (k *knRun) logFailures(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	kinds := map[string]int{}
+	var order []string
+	sc := bufio.NewScanner(io.LimitReader(f, maxTraceRead))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "reconcile failed") {
+			continue
+		}
+		_, msg, _ := strings.Cut(line, "err=")
+		// The kind is the message without the object's name.
+		kind := msg
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			kind = msg[i+2:]
+		}
+		if kinds[kind] == 0 {
+			order = append(order, kind)
+		}
+		kinds[kind]++
+	}
+	total := 0
+	for _, n := range kinds {
+		total += n
+	}
+	if total > 0 {
+		k.logf("   controller: %d failed reconciles, %d kinds of error; the first:", total, len(order))
+	}
+	for _, kind := range order[:min(len(order), 5)] {
+		k.logf("   controller: %d x %s", kinds[kind], kind)
 	}
 }
