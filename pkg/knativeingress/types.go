@@ -43,6 +43,12 @@ const (
 	hashOverride = "override"
 )
 
+// The values of spec.httpOption.
+const (
+	HTTPOptionEnabled    = "Enabled"
+	HTTPOptionRedirected = "Redirected"
+)
+
 // Visibility of a rule.
 const (
 	ExternalIP   = "ExternalIP"
@@ -68,8 +74,9 @@ type Spec struct {
 	HTTPOption string `json:"httpOption,omitempty"`
 }
 
-// TLS is a spec.tls entry; Gantry serves no TLS and refuses an Ingress
-// that asks for it.
+// TLS is a spec.tls entry: the certificate in the Secret
+// SecretNamespace/SecretName (of type kubernetes.io/tls) serves Hosts on
+// the HTTPS listener.
 type TLS struct {
 	Hosts           []string `json:"hosts,omitempty"`
 	SecretName      string   `json:"secretName,omitempty"`
