@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,19 +119,26 @@ func TestKnativeIngressConformance(t *testing.T) {
 	}
 	log, _ := os.Create(filepath.Join(dir, "conformance.log"))
 	defer log.Close()
-	result := regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (TestIngressConformance/\S+)`)
+	// The suite's own tests are TestIngressConformance's direct subtests
+	// (names like dispatch/path hold a slash), four spaces in; their
+	// subtests are further in.
+	result := regexp.MustCompile(`^    --- (PASS|FAIL|SKIP): TestIngressConformance/(\S+)`)
 	var summary []string
+	counts := map[string]int{}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(log, line)
-		if m := result.FindStringSubmatch(line); m != nil && strings.Count(m[2], "/") == 1 {
-			summary = append(summary, m[1]+" "+strings.TrimPrefix(m[2], "TestIngressConformance/"))
+		if m := result.FindStringSubmatch(line); m != nil {
+			summary = append(summary, m[1]+" "+m[2])
+			counts[m[1]]++
 		}
 	}
 	werr := cmd.Wait()
-	t.Logf("conformance (log: %s):\n%s", filepath.Join(dir, "conformance.log"), strings.Join(summary, "\n"))
+	slices.Sort(summary)
+	t.Logf("conformance (log: %s): %d passed, %d failed, %d skipped:\n%s", filepath.Join(dir, "conformance.log"),
+		counts["PASS"], counts["FAIL"], counts["SKIP"], strings.Join(summary, "\n"))
 	if werr != nil {
 		t.Errorf("conformance suite: %v", werr)
 	}

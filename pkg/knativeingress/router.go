@@ -76,6 +76,9 @@ func (rt *router) proxy(tr http.RoundTripper) *httputil.ReverseProxy {
 		// Streams (server-sent events, gRPC) go out as they come.
 		FlushInterval: -1,
 		ErrorHandler:  rt.proxyError,
+		// Copy errors (a client cancelling a stream) go to the ingress's
+		// log, not the process's standard logger.
+		ErrorLog: slog.NewLogLogger(rt.logger.Handler(), slog.LevelDebug),
 	}
 }
 
