@@ -3,6 +3,7 @@ package knativeingress
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -64,6 +65,9 @@ func StartListeners(cfg Config, l Listeners) (*Server, error) {
 			continue
 		}
 		s.srvs[i], s.served[i] = newHTTPServer(h, i == 2), make(chan error, 1)
+		// Failed handshakes (a server name without a certificate) and
+		// bad requests go to the ingress's log.
+		s.srvs[i].ErrorLog = slog.NewLogLogger(s.C.cfg.Logger.Handler(), slog.LevelInfo)
 		if i == 2 {
 			s.srvs[i].TLSConfig = s.C.TLSConfig()
 		}
