@@ -147,3 +147,17 @@ func TestHostOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeRefusesUnknownSpecFields(t *testing.T) {
+	obj := map[string]any{"metadata": map[string]any{"name": "i", "namespace": "ns"}, "status": map[string]any{"observedGeneration": int64(1)},
+		"spec": map[string]any{"httpOption": "Enabled", "rules": []any{map[string]any{"hosts": []any{"h.example.com"},
+			"http": map[string]any{"paths": []any{map[string]any{"splits": []any{}, "retries": map[string]any{"attempts": int64(3)}}}}}}}}
+	if _, err := fromUnstructured(obj); err == nil || !strings.Contains(err.Error(), "retries") {
+		t.Fatalf("an unknown spec field: err = %v, want one naming it", err)
+	}
+	delete(obj["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["http"].(map[string]any)["paths"].([]any)[0].(map[string]any), "retries")
+	ing, err := fromUnstructured(obj)
+	if err != nil || ing.Name != "i" || ing.Spec.HTTPOption != HTTPOptionEnabled || len(ing.Spec.Rules) != 1 {
+		t.Fatalf("a known spec: %+v, %v", ing, err)
+	}
+}

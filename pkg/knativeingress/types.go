@@ -124,11 +124,20 @@ type HeaderMatch struct {
 	Exact string `json:"exact"`
 }
 
-// fromUnstructured reads an Ingress from the informer's object.
+// fromUnstructured reads an Ingress from the informer's object. The spec
+// is read strictly: a field this package does not know (a newer
+// Knative's) is an error, so the Ingress is refused rather than served
+// with the field ignored.
 func fromUnstructured(obj map[string]any) (*Ingress, error) {
 	var ing Ingress
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &ing); err != nil {
 		return nil, fmt.Errorf("decode ingress: %w", err)
+	}
+	if spec, ok := obj["spec"].(map[string]any); ok {
+		ing.Spec = Spec{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(spec, &ing.Spec, true); err != nil {
+			return nil, fmt.Errorf("spec: %w", err)
+		}
 	}
 	return &ing, nil
 }
