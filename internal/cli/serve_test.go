@@ -9,7 +9,16 @@ import (
 )
 
 func TestServeAndUpFlagErrorsAreUsageErrors(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.txt")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string][]string{
+		"serve empty basic auth":   {"serve", "--addr=127.0.0.1:0", "--basic-auth-file", empty},
+		"serve empty token":        {"serve", "--addr=127.0.0.1:0", "--token-file", empty},
+		"serve missing auth file":  {"serve", "--addr=127.0.0.1:0", "--basic-auth-file", empty + ".missing"},
+		"serve zero start timeout": {"serve", "--start-timeout=0s"},
+		"serve start delay on k8s": {"serve", "--backend=kubernetes", "--start-delay=1s"},
 		"serve unknown policy":     {"serve", "--policy=magic"},
 		"serve negative cap":       {"serve", "--capacity=-1"},
 		"serve tick too short":     {"serve", "--tick=1ms"},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -416,13 +417,29 @@ func (l *Local) awaitReady(p *proc) error {
 	// seen is what the last check saw, so a start that times out says
 	// what failed: nothing listening, or the status the health path gave.
 	seen := ""
+	var broken, wrongPort streak
+	var lookedAt time.Time
+	port := p.inst.Addr[strings.LastIndexByte(p.inst.Addr, ':')+1:]
 	for delay := probeFirstGap; ; delay = min(delay*5/4, probeMaxGap) {
-		ok, saw := probeSaw(ctx, client, url)
-		if ok {
+		status, saw := probeStatus(ctx, client, url)
+		if status > 0 && status < 500 {
 			return nil
 		}
 		if ctx.Err() == nil || seen == "" {
 			seen = saw // a check the deadline cut short says less
+		}
+		now := time.Now()
+		if held := broken.see(status >= 500 && !notYet(status), now); held >= brokenHealthAfter {
+			return p.certainFailure(fmt.Errorf("GET %s answered %s on every check for %v: it is broken, not starting (503 means not ready yet, an answer below 500 ready)",
+				HealthPath, saw, held.Round(time.Millisecond)))
+		}
+		if status == 0 && now.Sub(lookedAt) >= listenLookGap {
+			lookedAt = now
+			ports := listeningPorts(p.cmd.Process.Pid)
+			if held := wrongPort.see(len(ports) > 0 && !slices.Contains(ports, p.port()), now); held >= wrongPortAfter {
+				return p.certainFailure(fmt.Errorf("instance %s listens on port %s, not on $PORT (%s), for %v: the gateway sends requests to $PORT",
+					p.inst.ID, portList(ports), port, held.Round(time.Millisecond)))
+			}
 		}
 		select {
 		case <-p.exited:
@@ -436,6 +453,21 @@ func (l *Local) awaitReady(p *proc) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// certainFailure is err with the instance's last stderr lines.
+func (p *proc) certainFailure(err error) error {
+	if lines := p.stderr.Lines(); len(lines) > 0 {
+		err = fmt.Errorf("%w; last stderr: %s", err, strings.Join(lines, " | "))
+	}
+	return err
+}
+
+// port is the port the instance was given in $PORT.
+func (p *proc) port() int {
+	_, s, _ := net.SplitHostPort(p.inst.Addr)
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // Gaps between readiness probes (awaitReady).
@@ -453,20 +485,27 @@ func probe(ctx context.Context, client *http.Client, url string) bool {
 // why no answer came (connection refused: nothing listens; a timeout:
 // something listens but does not answer).
 func probeSaw(ctx context.Context, client *http.Client, url string) (bool, string) {
+	status, saw := probeStatus(ctx, client, url)
+	return status > 0 && status < 500, saw
+}
+
+// probeStatus is the status the health path answered (0: no answer) and
+// what the check saw.
+func probeStatus(ctx context.Context, client *http.Client, url string) (int, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false, err.Error()
+		return 0, err.Error()
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return false, "connection refused (nothing listening)"
+			return 0, "connection refused (nothing listening)"
 		}
-		return false, "no answer: " + err.Error()
+		return 0, "no answer: " + err.Error()
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
-	return resp.StatusCode < 500, "status " + resp.Status
+	return resp.StatusCode, "status " + resp.Status
 }
 
 func (l *Local) Stop(inst Instance) {
