@@ -2,9 +2,12 @@ package backend
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,8 +59,12 @@ func (s *streak) see(ok bool, now time.Time) time.Duration {
 }
 
 // listeningPorts lists the TCP ports (IPv4 and IPv6) that the process pid
-// and its descendants listen on, sorted; nil when it cannot tell.
-func listeningPorts(pid int) []int {
+// and its descendants listen on, sorted; ok is false when it cannot tell
+// (the process is gone, or /proc does not show its descriptors).
+func listeningPorts(pid int) (ports []int, ok bool) {
+	if _, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err != nil {
+		return nil, false
+	}
 	inodes := map[string]bool{}
 	for _, p := range descendants(pid) {
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
@@ -72,7 +79,7 @@ func listeningPorts(pid int) []int {
 		}
 	}
 	if len(inodes) == 0 {
-		return nil
+		return nil, true
 	}
 	seen := map[int]bool{}
 	for _, table := range []string{"tcp", "tcp6"} {
@@ -80,12 +87,34 @@ func listeningPorts(pid int) []int {
 			seen[port] = true
 		}
 	}
-	ports := make([]int, 0, len(seen))
 	for p := range seen {
 		ports = append(ports, p)
 	}
 	sort.Ints(ports)
-	return ports
+	return ports, true
+}
+
+// errPortTaken is a start whose port another process took between the
+// gateway finding it free and the instance binding it (freePort cannot
+// hold it for a process that binds its own): the start is tried again on
+// another port, and does not count as a failure.
+var errPortTaken = errors.New("another process listens on the instance's port")
+
+// portTaken reports whether a process other than the instance p (which is
+// gone, or whose processes do not listen on its port) answers on its port.
+func portTaken(p *proc) bool {
+	c, err := net.DialTimeout("tcp", p.inst.Addr, 100*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	select {
+	case <-p.exited:
+		return true
+	default:
+	}
+	ports, ok := listeningPorts(p.cmd.Process.Pid)
+	return ok && !slices.Contains(ports, p.port())
 }
 
 // listenersIn reads a /proc/net/tcp table: the local ports of the sockets

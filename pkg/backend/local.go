@@ -71,6 +71,9 @@ type Local struct {
 	recDir string
 	wg     sync.WaitGroup
 	hook   InstanceHook // hooks.go
+	// pickPort finds a free port for an instance (freePort; a test
+	// hands out a taken one).
+	pickPort func() (int, error)
 }
 
 type proc struct {
@@ -113,7 +116,7 @@ func NewLocal(cfg LocalConfig) *Local {
 		cfg.FnRuntime = path
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Local{cfg: cfg, ctx: ctx, end: cancel, fns: map[string]stack.Function{}, procs: map[string]*proc{}}
+	return &Local{cfg: cfg, ctx: ctx, end: cancel, fns: map[string]stack.Function{}, procs: map[string]*proc{}, pickPort: freePort}
 }
 
 func (l *Local) Attach(ev Events) { l.ev = ev }
@@ -176,7 +179,7 @@ func (l *Local) spawn(function string) {
 		l.ev.Failed(function, err)
 		return
 	}
-	p, err := l.launch(id, f)
+	p, err := l.launchReady(id, f)
 	if err != nil {
 		l.ev.Failed(function, err)
 		return
@@ -193,19 +196,40 @@ func (l *Local) spawn(function string) {
 		l.exited(p, nil)
 		return
 	}
-	if err := l.awaitReady(p); err != nil {
-		l.kill(p)
-		<-p.exited
-		l.forget(p)
-		if exit := (*ExitError)(nil); !errors.As(err, &exit) {
-			err = fmt.Errorf("instance %s: %w", id, err)
-		}
-		l.ev.Failed(function, err)
-		return
-	}
 	p.inst.ColdStart = time.Since(begin)
 	l.ev.Ready(p.inst)
 	l.exited(p, nil)
+}
+
+// portTries bounds the launches of one start whose port another process
+// takes each time.
+const portTries = 3
+
+// launchReady launches the instance and, unless it is socket-activated,
+// waits until it is ready; a start whose port another process took is
+// launched again on a new one.
+func (l *Local) launchReady(id string, f stack.Function) (*proc, error) {
+	for try := 1; ; try++ {
+		p, err := l.launch(id, f)
+		if err != nil || f.SocketActivation {
+			return p, err
+		}
+		err = l.awaitReady(p)
+		if err == nil {
+			return p, nil
+		}
+		l.kill(p)
+		<-p.exited
+		l.forget(p)
+		if errors.Is(err, errPortTaken) && try < portTries {
+			l.cfg.Logger.Info("instance's port taken by another process; launching it on another", "instance", id, "addr", p.inst.Addr)
+			continue
+		}
+		if exit := (*ExitError)(nil); !errors.As(err, &exit) {
+			err = fmt.Errorf("instance %s: %w", id, err)
+		}
+		return nil, err
+	}
 }
 
 // exited waits for a ready instance's process to end and reports it: no
@@ -238,7 +262,7 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 		}
 		defer sock.close()
 		port = sock.port
-	} else if port, err = freePort(); err != nil {
+	} else if port, err = l.pickPort(); err != nil {
 		return nil, err
 	}
 	prep, err := l.prepare(id, f)
@@ -423,6 +447,9 @@ func (l *Local) awaitReady(p *proc) error {
 	for delay := probeFirstGap; ; delay = min(delay*5/4, probeMaxGap) {
 		status, saw := probeStatus(ctx, client, url)
 		if status > 0 && status < 500 {
+			if portTaken(p) {
+				return fmt.Errorf("%w (%s answered, not the instance)", errPortTaken, p.inst.Addr)
+			}
 			return nil
 		}
 		if ctx.Err() == nil || seen == "" {
@@ -435,7 +462,7 @@ func (l *Local) awaitReady(p *proc) error {
 		}
 		if status == 0 && now.Sub(lookedAt) >= listenLookGap {
 			lookedAt = now
-			ports := listeningPorts(p.cmd.Process.Pid)
+			ports, _ := listeningPorts(p.cmd.Process.Pid)
 			if held := wrongPort.see(len(ports) > 0 && !slices.Contains(ports, p.port()), now); held >= wrongPortAfter {
 				return p.certainFailure(fmt.Errorf("instance %s listens on port %s, not on $PORT (%s), for %v: the gateway sends requests to $PORT",
 					p.inst.ID, portList(ports), port, held.Round(time.Millisecond)))
@@ -443,6 +470,9 @@ func (l *Local) awaitReady(p *proc) error {
 		}
 		select {
 		case <-p.exited:
+			if portTaken(p) {
+				return fmt.Errorf("%w (%s): it could not bind it", errPortTaken, p.inst.Addr)
+			}
 			return exitError(p.inst.ID, "before ready", p.cmd.ProcessState, p.stderr.Lines())
 		case <-ctx.Done():
 			err := fmt.Errorf("instance %s not ready within %v: GET %s last saw %s: %w", p.inst.ID, l.cfg.ReadyTimeout, HealthPath, seen, ctx.Err())

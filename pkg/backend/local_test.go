@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -257,5 +258,51 @@ func TestCertainlyBrokenStartFailsBeforeTheReadyTimeout(t *testing.T) {
 	l2.Start("starting", 1)
 	if e := rec2.next(t); e != "failed" || !strings.Contains(rec2.failed[0].Error(), "not ready within 1s") {
 		t.Fatalf("got %s %v, want the ready timeout", e, rec2.failed)
+	}
+}
+
+// A port another process takes between the gateway picking it and the
+// instance binding it (five gateways on one machine do) is not the
+// instance's: the other process's answer does not make the instance ready,
+// and the start is launched again on another port instead of failing.
+func TestStartWhosePortAnotherProcessTookIsLaunchedAgain(t *testing.T) {
+	foreign, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = http.Serve(foreign, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "foreign") }))
+	}()
+	t.Cleanup(func() { foreign.Close() })
+	l, rec := newTestLocal(t, LocalConfig{})
+	var mu sync.Mutex
+	taken := true
+	l.pickPort = func() (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if taken {
+			taken = false
+			return foreign.Addr().(*net.TCPAddr).Port, nil
+		}
+		return freePort()
+	}
+	if err := l.Deploy(context.Background(), instanceFn(t, "f", "serve")); err != nil {
+		t.Fatal(err)
+	}
+	l.Start("f", 1)
+	if e := rec.next(t); e != "ready" {
+		t.Fatalf("got %s %v, want ready", e, rec.failed)
+	}
+	if got := rec.ready[0].Addr; got == foreign.Addr().String() {
+		t.Fatalf("ready on the foreign process's port %s", got)
+	}
+	resp, err := http.Post("http://"+rec.ready[0].Addr+"/", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "f hello" {
+		t.Fatalf("answer %q, want the instance's", body)
 	}
 }
