@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,7 +82,7 @@ on a capacity-bounded runtime, with and without criticality.`,
 			}
 			rep, err := liverun.Up(cmd.Context(), cfg)
 			if err != nil {
-				return err
+				return interrupted(cmd, err)
 			}
 			return emitUp(cmd.OutOrStdout(), rep, out, asJSON)
 		},
@@ -167,6 +169,15 @@ func emitUp(w io.Writer, rep *liverun.UpReport, out string, asJSON bool) error {
 		return fmt.Errorf("interrupted: the report covers the requests answered until then")
 	}
 	return nil
+}
+
+// interrupted says so when err is the signal's cancellation: the run
+// stopped before its measured phase ended, with nothing to report.
+func interrupted(cmd *cobra.Command, err error) error {
+	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+		return errors.New("interrupted before the measured phase ended: nothing to report")
+	}
+	return err
 }
 
 // writableDir makes dir if needed and checks that a file can be written
@@ -277,7 +288,7 @@ func runCriticality(cmd *cobra.Command, cfg liverun.UpConfig, out string, asJSON
 	}
 	rep, err := liverun.Criticality(cmd.Context(), cfg)
 	if err != nil {
-		return err
+		return interrupted(cmd, err)
 	}
 	defer rep.Wait()
 	w := cmd.OutOrStdout()
