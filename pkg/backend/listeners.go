@@ -26,9 +26,11 @@ import (
 const (
 	brokenHealthAfter = time.Second
 	wrongPortAfter    = 2 * time.Second
-	// listenLookGap spaces the looks at the instance's sockets (each
-	// reads /proc).
-	listenLookGap = 200 * time.Millisecond
+	// The looks at the instance's sockets read /proc (every process's
+	// stat): none in an instance's first listenLookAfter, when most are
+	// ready, then one every listenLookGap.
+	listenLookAfter = time.Second
+	listenLookGap   = 500 * time.Millisecond
 )
 
 // notYet reports a health status that says "not ready yet" rather than

@@ -442,7 +442,7 @@ func (l *Local) awaitReady(p *proc) error {
 	// what failed: nothing listening, or the status the health path gave.
 	seen := ""
 	var broken, wrongPort streak
-	var lookedAt time.Time
+	lookedAt := time.Now().Add(listenLookAfter - listenLookGap)
 	port := p.inst.Addr[strings.LastIndexByte(p.inst.Addr, ':')+1:]
 	for delay := probeFirstGap; ; delay = min(delay*5/4, probeMaxGap) {
 		status, saw := probeStatus(ctx, client, url)
@@ -475,6 +475,10 @@ func (l *Local) awaitReady(p *proc) error {
 			}
 			return exitError(p.inst.ID, "before ready", p.cmd.ProcessState, p.stderr.Lines())
 		case <-ctx.Done():
+			if l.ctx.Err() != nil {
+				// Close, not the deadline: the start is abandoned.
+				return fmt.Errorf("start abandoned: the runtime is closing: %w", l.ctx.Err())
+			}
 			err := fmt.Errorf("instance %s not ready within %v: GET %s last saw %s: %w", p.inst.ID, l.cfg.ReadyTimeout, HealthPath, seen, ctx.Err())
 			if lines := p.stderr.Lines(); len(lines) > 0 {
 				err = fmt.Errorf("%w; last stderr: %s", err, strings.Join(lines, " | "))
