@@ -464,8 +464,8 @@ func (l *Local) awaitReady(p *proc) error {
 			lookedAt = now
 			ports, _ := listeningPorts(p.cmd.Process.Pid)
 			if held := wrongPort.see(len(ports) > 0 && !slices.Contains(ports, p.port()), now); held >= wrongPortAfter {
-				return p.certainFailure(fmt.Errorf("instance %s listens on port %s, not on $PORT (%s), for %v: the gateway sends requests to $PORT",
-					p.inst.ID, portList(ports), port, held.Round(time.Millisecond)))
+				return p.certainFailure(fmt.Errorf("it listens on port %s, not on $PORT (%s), for %v: the gateway sends requests to $PORT",
+					portList(ports), port, held.Round(time.Millisecond)))
 			}
 		}
 		select {
