@@ -1,7 +1,7 @@
 // Package conformance builds Knative's KIngress conformance suite
 // (knative.dev/networking/test/conformance/ingress) at the version that
 // knative.dev/serving v0.50.0 requires, to run against Gantry's ingress
-// (see README.md).
+// (run.sh; docs/knative.md).
 package conformance
 
 import (

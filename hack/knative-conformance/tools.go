@@ -1,7 +1,7 @@
 //go:build tools
 
 // The conformance suite's test images, built as programs for the process
-// node (README.md): pinned here so go.mod holds what they need.
+// node (run.sh; docs/knative.md): pinned here so go.mod holds what they need.
 package conformance
 
 import (

@@ -37,6 +37,10 @@ type clusterFlags struct {
 	dir     string
 	opts    localcluster.Options
 	ingress string // --knative: where Knative Services are reached (GANTRY_INGRESS)
+	// ingressHTTPS: where they are reached over HTTPS
+	// (GANTRY_INGRESS_HTTPS), with the certificates of the KIngresses'
+	// spec.tls.
+	ingressHTTPS string
 	// nodesSet says --nodes was given: --knative alone runs no kwok node,
 	// since Knative's Revisions have no nodeSelector and a kwok node would
 	// get pods that never run.
@@ -57,6 +61,7 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.opts.Knative, "knative", false, "also install Knative Serving (`make knative` builds it) and run its components on a process node (implies --process-nodes 1 at least)")
 	fs.StringVar(&f.opts.KnativeDomain, "knative-domain", knativeinstall.DefaultDomain, "with --knative: the domain of Knative Services' host names")
 	fs.StringVar(&f.ingress, "knative-ingress", "", "with --knative: the ingress's listen address (host:port on loopback; default a free port on 127.0.0.1)")
+	fs.StringVar(&f.ingressHTTPS, "knative-ingress-https", "", "with --knative: the ingress's HTTPS listen address (host:port on loopback; default a free port on 127.0.0.1)")
 }
 
 // absDir resolves --dir, which the detached process must find from any cwd.
@@ -96,6 +101,7 @@ func (f *clusterFlags) serveArgv(dir string) ([]string, error) {
 		"--knative=" + strconv.FormatBool(o.Knative),
 		"--knative-domain", o.KnativeDomain,
 		"--knative-ingress", f.ingress,
+		"--knative-ingress-https", f.ingressHTTPS,
 	}, nil
 }
 
@@ -122,6 +128,7 @@ func newClusterUpCmd() *cobra.Command {
 				return err
 			}
 			if opts.Knative {
+				fmt.Fprintf(cmd.OutOrStdout(), "export GANTRY_INGRESS_HTTPS=https://%s\n", f.ingressHTTPS)
 				fmt.Fprintf(cmd.OutOrStdout(), "export GANTRY_INGRESS=http://%s\n", f.ingress)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "export KUBECONFIG=%s\n", kubeconfig)
@@ -156,7 +163,7 @@ func newClusterServeCmd() *cobra.Command {
 				opts.Programs = map[string]string{"gantry": self}
 			}
 			opts.KnativeIngress = f.ingress // Gantry's Knative ingress, in the cluster's process
-			opts.StartIngress = startKnativeIngress
+			opts.StartIngress = knativeIngressStarter(f.ingressHTTPS)
 			return localcluster.Serve(cmd.Context(), opts)
 		},
 	}
@@ -214,8 +221,8 @@ func newClusterEnvCmd() *cobra.Command {
 // --knative-ingress names one; up picks it, so serve gets it fixed).
 func (f *clusterFlags) knativeFlags() error {
 	if !f.opts.Knative {
-		if f.ingress != "" {
-			return usagef("--knative-ingress needs --knative")
+		if f.ingress != "" || f.ingressHTTPS != "" {
+			return usagef("--knative-ingress and --knative-ingress-https need --knative")
 		}
 		return nil
 	}
@@ -228,22 +235,39 @@ func (f *clusterFlags) knativeFlags() error {
 	if !f.nodesSet {
 		f.opts.Nodes = 0
 	}
-	if f.ingress == "" {
-		addr, err := freeLoopbackAddr()
+	for _, a := range []struct {
+		flag string
+		addr *string
+	}{{"--knative-ingress", &f.ingress}, {"--knative-ingress-https", &f.ingressHTTPS}} {
+		if err := loopbackAddr(a.flag, a.addr); err != nil {
+			return err
+		}
+	}
+	if f.ingress == f.ingressHTTPS {
+		return usagef("--knative-ingress and --knative-ingress-https are both %s", f.ingress)
+	}
+	return nil
+}
+
+// loopbackAddr checks a listen address on loopback, or picks a free port
+// for an empty one.
+func loopbackAddr(flag string, addr *string) error {
+	if *addr == "" {
+		free, err := freeLoopbackAddr()
 		if err != nil {
 			return err
 		}
-		f.ingress = addr
+		*addr = free
 	}
-	host, port, err := net.SplitHostPort(f.ingress)
+	host, port, err := net.SplitHostPort(*addr)
 	if err != nil {
-		return usagef("--knative-ingress %q: %v", f.ingress, err)
+		return usagef("%s %q: %v", flag, *addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return usagef("--knative-ingress %q: the host must be a loopback address", f.ingress)
+		return usagef("%s %q: the host must be a loopback address", flag, *addr)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return usagef("--knative-ingress %q: the port must be in [1, 65535]", f.ingress)
+		return usagef("%s %q: the port must be in [1, 65535]", flag, *addr)
 	}
 	return nil
 }
@@ -258,12 +282,16 @@ func freeLoopbackAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// startKnativeIngress starts Gantry's Knative ingress for a local cluster;
-// its cluster-local listener takes a free loopback port.
-func startKnativeIngress(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, addr string) (localcluster.Ingress, error) {
-	srv, err := knativeingress.Start(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: log}, addr, "127.0.0.1:0")
-	if err != nil {
-		return nil, err // not a nil *Server in a non-nil interface
+// knativeIngressStarter starts Gantry's Knative ingress for a local
+// cluster, with its HTTPS listener at httpsAddr; its cluster-local
+// listener takes a free loopback port.
+func knativeIngressStarter(httpsAddr string) localcluster.IngressStarter {
+	return func(kube kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger, addr string) (localcluster.Ingress, error) {
+		srv, err := knativeingress.StartListeners(knativeingress.Config{Kube: kube, Dynamic: dyn, Logger: log},
+			knativeingress.Listeners{External: addr, Local: "127.0.0.1:0", HTTPS: httpsAddr})
+		if err != nil {
+			return nil, err // not a nil *Server in a non-nil interface
+		}
+		return srv, nil
 	}
-	return srv, nil
 }

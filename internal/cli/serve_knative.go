@@ -23,6 +23,8 @@ import (
 type knativeIngressFlags struct {
 	enabled             bool
 	addr, localAddr     string
+	httpsAddr           string
+	httpsPort           int
 	publicLB, privateLB string
 	timeout             time.Duration
 	cmd                 *cobra.Command
@@ -35,6 +37,8 @@ func (f *knativeIngressFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.enabled, "knative-ingress", false, "also serve Knative's KIngresses of the class "+knativeingress.Class+" (needs a kubeconfig: --kubeconfig, $KUBECONFIG, ...)")
 	fs.StringVar(&f.addr, "knative-ingress-addr", "127.0.0.1:8081", "with --knative-ingress: where Knative Services are reached by their host names (ExternalIP rules)")
 	fs.StringVar(&f.localAddr, "knative-ingress-local-addr", "127.0.0.1:8082", "with --knative-ingress: the cluster-local listener (every rule, ClusterLocal ones included)")
+	fs.StringVar(&f.httpsAddr, "knative-ingress-https-addr", "", "with --knative-ingress: serve the ExternalIP rules over HTTPS here too, with the certificates of the Ingresses' spec.tls picked by SNI, from Secrets of type kubernetes.io/tls it lists and watches in every namespace (\"\": no HTTPS; Ingresses with spec.tls or httpOption Redirected are then refused)")
+	fs.IntVar(&f.httpsPort, "knative-ingress-https-port", 0, "with --knative-ingress-https-addr: the port clients reach HTTPS at, which httpOption Redirected's redirects name (0: the listener's)")
 	fs.StringVar(&f.publicLB, "knative-ingress-public-lb", knativeingress.DefaultPublicLB, "with --knative-ingress: the Ingresses' status.publicLoadBalancer: a non-loopback IP address or a DNS name")
 	fs.StringVar(&f.privateLB, "knative-ingress-local-lb", knativeingress.DefaultPrivateLB, "with --knative-ingress: the Ingresses' status.privateLoadBalancer, which Knative's Routes point their Services at: a non-loopback IP address or a DNS name")
 	fs.DurationVar(&f.timeout, "knative-ingress-timeout", knativeingress.DefaultTimeout, "with --knative-ingress: longest a request may take through the ingress (504 past it)")
@@ -42,17 +46,28 @@ func (f *knativeIngressFlags) register(cmd *cobra.Command) {
 
 func (f *knativeIngressFlags) validate() error {
 	if !f.enabled {
-		for _, name := range []string{"knative-ingress-addr", "knative-ingress-local-addr", "knative-ingress-public-lb", "knative-ingress-local-lb", "knative-ingress-timeout"} {
+		for _, name := range []string{"knative-ingress-addr", "knative-ingress-local-addr", "knative-ingress-https-addr", "knative-ingress-https-port",
+			"knative-ingress-public-lb", "knative-ingress-local-lb", "knative-ingress-timeout"} {
 			if f.cmd != nil && f.cmd.Flags().Changed(name) {
 				return usagef("--%s needs --knative-ingress", name)
 			}
 		}
 		return nil
 	}
-	for _, a := range []struct{ flag, v string }{{"--knative-ingress-addr", f.addr}, {"--knative-ingress-local-addr", f.localAddr}} {
+	for _, a := range []struct{ flag, v string }{{"--knative-ingress-addr", f.addr}, {"--knative-ingress-local-addr", f.localAddr},
+		{"--knative-ingress-https-addr", f.httpsAddr}} {
+		if a.v == "" && a.flag == "--knative-ingress-https-addr" {
+			continue
+		}
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			return usagef("%s: %v", a.flag, err)
 		}
+	}
+	switch {
+	case f.httpsPort != 0 && f.httpsAddr == "":
+		return usagef("--knative-ingress-https-port needs --knative-ingress-https-addr")
+	case f.httpsPort < 0 || f.httpsPort > 65535:
+		return usagef("--knative-ingress-https-port must be in [1, 65535], got %d", f.httpsPort)
 	}
 	for _, lb := range []struct{ flag, v string }{{"--knative-ingress-public-lb", f.publicLB}, {"--knative-ingress-local-lb", f.privateLB}} {
 		if err := knativeingress.CheckLoadBalancer(lb.v); err != nil {
@@ -85,13 +100,17 @@ func (f *knativeIngressFlags) start(kubeconfig string, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	f.srv, err = knativeingress.Start(knativeingress.Config{Kube: kc, Dynamic: dc, PublicLoadBalancer: f.publicLB,
-		PrivateLoadBalancer: f.privateLB, Timeout: f.timeout, Logger: logger}, f.addr, f.localAddr)
+	f.srv, err = knativeingress.StartListeners(knativeingress.Config{Kube: kc, Dynamic: dc, PublicLoadBalancer: f.publicLB,
+		PrivateLoadBalancer: f.privateLB, HTTPSPort: f.httpsPort, Timeout: f.timeout, Logger: logger},
+		knativeingress.Listeners{External: f.addr, Local: f.localAddr, HTTPS: f.httpsAddr})
 	if err != nil {
 		return fmt.Errorf("--knative-ingress: %w", err)
 	}
-	logger.Info("knative ingress listening", "class", knativeingress.Class, "url", "http://"+f.srv.ExternalAddr(),
-		"cluster-local", "http://"+f.srv.LocalAddr(), "api", rc.Host)
+	attrs := []any{"class", knativeingress.Class, "url", "http://" + f.srv.ExternalAddr(), "cluster-local", "http://" + f.srv.LocalAddr(), "api", rc.Host}
+	if a := f.srv.HTTPSAddr(); a != "" {
+		attrs = append(attrs, "https", "https://"+a)
+	}
+	logger.Info("knative ingress listening", attrs...)
 	return nil
 }
 

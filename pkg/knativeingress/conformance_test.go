@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 	"gantry.dev/gantry/pkg/localcluster"
 )
 
-// conformanceEnv names the folder hack/knative-conformance/build.sh
+// conformanceEnv names the folder hack/knative-conformance/run.sh
 // fills: conformance.test (Knative's KIngress conformance suite) and
 // images/<name> (its test images as programs). Without it the suite is
 // not run.
@@ -46,10 +47,15 @@ func conformanceImages() map[string][]string {
 	return m
 }
 
-// conformanceNodePort is the external listener's port during the suite:
-// the suite dials --ingressendpoint at the node port of the Service its
-// public load balancer names, so the two are the same number.
-const conformanceNodePort = 31080
+// conformanceNodePort and conformanceTLSNodePort are the external
+// listeners' ports during the suite (plain HTTP and HTTPS): the suite
+// dials --ingressendpoint at the node port of the Service its public
+// load balancer names, for the port of the URL (80 or 443), so each
+// listener's port is its node port.
+const (
+	conformanceNodePort    = 31080
+	conformanceTLSNodePort = 31443
+)
 
 // TestKnativeIngressConformance runs Knative's KIngress conformance suite
 // against this ingress, when $GANTRY_KNATIVE_CONFORMANCE says where it
@@ -68,9 +74,11 @@ func TestKnativeIngressConformance(t *testing.T) {
 		}
 	}
 	// The Services the load balancers name: the public one a NodePort
-	// at the external listener's port, as the suite dials it.
+	// at the external listeners' ports, as the suite dials them: port 80
+	// plain HTTP, port 443 HTTPS.
 	pub := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "gantry-ingress"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
-		Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: conformanceNodePort}}}}
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, NodePort: conformanceNodePort},
+			{Name: "https", Port: 443, NodePort: conformanceTLSNodePort}}}}
 	if _, err := e.kube.CoreV1().Services(DefaultSystemNamespace).Create(ctx, pub, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -82,7 +90,11 @@ func TestKnativeIngressConformance(t *testing.T) {
 	if err := e.privateLB(ctx, bridge.String()); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(Config{Kube: e.kube, Dynamic: e.dyn}, fmt.Sprintf("127.0.0.1:%d", conformanceNodePort), net.JoinHostPort(bridge.String(), "80"))
+	// Redirects name port 443, where the suite's clients reach HTTPS.
+	s, err := StartListeners(Config{Kube: e.kube, Dynamic: e.dyn, HTTPSPort: 443}, Listeners{
+		External: fmt.Sprintf("127.0.0.1:%d", conformanceNodePort),
+		Local:    net.JoinHostPort(bridge.String(), "80"),
+		HTTPS:    fmt.Sprintf("127.0.0.1:%d", conformanceTLSNodePort)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,19 +119,26 @@ func TestKnativeIngressConformance(t *testing.T) {
 	}
 	log, _ := os.Create(filepath.Join(dir, "conformance.log"))
 	defer log.Close()
-	result := regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (TestIngressConformance/\S+)`)
+	// The suite's own tests are TestIngressConformance's direct subtests
+	// (names like dispatch/path hold a slash), four spaces in; their
+	// subtests are further in.
+	result := regexp.MustCompile(`^    --- (PASS|FAIL|SKIP): TestIngressConformance/(\S+)`)
 	var summary []string
+	counts := map[string]int{}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(log, line)
-		if m := result.FindStringSubmatch(line); m != nil && strings.Count(m[2], "/") == 1 {
-			summary = append(summary, m[1]+" "+strings.TrimPrefix(m[2], "TestIngressConformance/"))
+		if m := result.FindStringSubmatch(line); m != nil {
+			summary = append(summary, m[1]+" "+m[2])
+			counts[m[1]]++
 		}
 	}
 	werr := cmd.Wait()
-	t.Logf("conformance (log: %s):\n%s", filepath.Join(dir, "conformance.log"), strings.Join(summary, "\n"))
+	slices.Sort(summary)
+	t.Logf("conformance (log: %s): %d passed, %d failed, %d skipped:\n%s", filepath.Join(dir, "conformance.log"),
+		counts["PASS"], counts["FAIL"], counts["SKIP"], strings.Join(summary, "\n"))
 	if werr != nil {
 		t.Errorf("conformance suite: %v", werr)
 	}

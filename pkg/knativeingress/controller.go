@@ -3,6 +3,7 @@ package knativeingress
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -43,6 +45,12 @@ type Config struct {
 	// ExternalName Service at the name). Defaults: DefaultPublicLB and
 	// DefaultPrivateLB.
 	PublicLoadBalancer, PrivateLoadBalancer string
+	// HTTPSPort is the port clients reach the HTTPS listener at, which
+	// redirects name (httpOption Redirected); 0 when there is no HTTPS
+	// listener: an Ingress with spec.tls or Redirected is then refused.
+	// With it, Secrets of type kubernetes.io/tls are watched in every
+	// namespace. StartListeners sets it from the HTTPS listener's port.
+	HTTPSPort int
 	// Timeout bounds a request from its arrival to the end of its answer
 	// (default DefaultTimeout): past it the answer is 504, or cut.
 	Timeout time.Duration
@@ -79,6 +87,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.HTTPSPort < 0 || c.HTTPSPort > 65535 {
+		return c, fmt.Errorf("knativeingress: HTTPS port %d: want [0, 65535]", c.HTTPSPort)
+	}
 	if c.Timeout < 0 || c.Timeout > MaxTimeout {
 		return c, fmt.Errorf("knativeingress: timeout %v: want (0, %v]", c.Timeout, MaxTimeout)
 	}
@@ -113,7 +124,10 @@ type Controller struct {
 	router   *router
 	ingInf   cache.SharedIndexInformer
 	cmInf    cache.SharedIndexInformer
+	secInf   cache.SharedIndexInformer // nil without HTTPS
+	certs    *secretCerts              // nil without HTTPS
 	kubeInfs informers.SharedInformerFactory
+	secInfs  informers.SharedInformerFactory
 	dynInfs  dynamicinformer.DynamicSharedInformerFactory
 	kick     chan struct{}
 	synced   chan struct{}
@@ -132,7 +146,7 @@ func New(cfg Config) (*Controller, error) {
 	c.kubeInfs = informers.NewSharedInformerFactory(cfg.Kube, 0)
 	res := &resolver{services: c.kubeInfs.Core().V1().Services().Lister(),
 		slices: c.kubeInfs.Discovery().V1().EndpointSlices().Lister()}
-	c.router = newRouter(res, cfg.Timeout, cfg.Logger)
+	c.router = newRouter(res, cfg.Timeout, cfg.HTTPSPort, cfg.Logger)
 	c.dynInfs = dynamicinformer.NewDynamicSharedInformerFactory(cfg.Dynamic, 0)
 	c.ingInf = c.dynInfs.ForResource(GVR).Informer()
 	cmFactory := informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, informers.WithNamespace(cfg.SystemNamespace),
@@ -145,7 +159,18 @@ func New(cfg Config) (*Controller, error) {
 		UpdateFunc: func(any, any) { c.poke() },
 		DeleteFunc: func(any) { c.poke() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{c.ingInf, c.cmInf} {
+	infs := []cache.SharedIndexInformer{c.ingInf, c.cmInf}
+	if cfg.HTTPSPort != 0 {
+		// Only TLS Secrets: a rotation is an update event, and the next
+		// sync parses the new key pair.
+		c.secInfs = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS)).String()
+		}))
+		c.secInf = c.secInfs.Core().V1().Secrets().Informer()
+		c.certs = newSecretCerts(c.secInfs.Core().V1().Secrets().Lister())
+		infs = append(infs, c.secInf)
+	}
+	for _, inf := range infs {
 		if _, err := inf.AddEventHandler(h); err != nil {
 			return nil, err
 		}
@@ -153,12 +178,31 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// External serves the ExternalIP rules; Local serves every rule, for
-// clients in the cluster.
-func (c *Controller) External() http.Handler { return c.router.handler(false) }
+// External serves the ExternalIP rules over plain HTTP, redirecting
+// those of Ingresses with httpOption Redirected to HTTPS.
+func (c *Controller) External() http.Handler { return c.router.handler(externalHTTP) }
 
-// Local serves every rule: cluster-local and external.
-func (c *Controller) Local() http.Handler { return c.router.handler(true) }
+// Local serves every rule, cluster-local and external, over plain HTTP,
+// for clients in the cluster.
+func (c *Controller) Local() http.Handler { return c.router.handler(localHTTP) }
+
+// HTTPS serves the ExternalIP rules over TLS (TLSConfig's connections).
+func (c *Controller) HTTPS() http.Handler { return c.router.handler(externalHTTPS) }
+
+// TLSConfig is the HTTPS listener's: the certificate by the client's
+// server name (SNI) from the current table, HTTP/2 and HTTP/1.1 offered
+// (net/http adds the protocols). A name no Ingress has a certificate for
+// fails the handshake: no certificate is served for a host it does not
+// name.
+func (c *Controller) TLSConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		name := strings.ToLower(hello.ServerName)
+		if cert, ok := c.router.table.Load().certs[name]; ok {
+			return cert, nil
+		}
+		return nil, fmt.Errorf("knative ingress: no certificate for server name %q", name)
+	}}
+}
 
 // Synced is closed once the caches have synced and the first table is in
 // place.
@@ -179,7 +223,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.kubeInfs.Start(ctx.Done())
 	c.dynInfs.Start(ctx.Done())
 	go c.cmInf.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.ingInf.HasSynced, c.cmInf.HasSynced) {
+	synced := []cache.InformerSynced{c.ingInf.HasSynced, c.cmInf.HasSynced}
+	if c.secInfs != nil {
+		c.secInfs.Start(ctx.Done())
+		synced = append(synced, c.secInf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	for typ, ok := range c.kubeInfs.WaitForCacheSync(ctx.Done()) {

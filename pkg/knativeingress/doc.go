@@ -33,6 +33,34 @@
 // listener (Local) serves every rule. A cluster-local host
 // name.ns.svc.cluster.local is also served as name.ns.svc and name.ns.
 //
+// # TLS and httpOption
+//
+// With an HTTPS listener (Listeners.HTTPS; Config.HTTPSPort is the port
+// clients reach it at), the ExternalIP rules are also served over TLS,
+// HTTP/2 and HTTP/1.1 offered to clients (backends are spoken to as over
+// plain HTTP). Each spec.tls entry puts the key pair of its Secret (type
+// kubernetes.io/tls, tls.crt and tls.key; in secretNamespace, else the
+// Ingress's namespace) in the table for its hosts, which must be hosts of
+// the Ingress's ExternalIP rules (none: all of them), and the certificate
+// must be valid for each. The listener picks the certificate by the
+// client's server name (SNI); a name without one fails the handshake (no
+// default certificate), and a request whose Host the connection's
+// certificate does not serve is answered 421. Secrets of type
+// kubernetes.io/tls are watched: a rotated Secret is served on the next
+// connection, without a restart. A missing Secret (reason
+// TLSSecretMissing) or one without a usable key pair for the hosts
+// (TLSSecretInvalid) leaves the Ingress unrouted and not Ready, with the
+// Secret and the error in the message; nothing falls back to another
+// certificate.
+//
+// httpOption Enabled (or unset) serves plain HTTP; Redirected answers
+// the ExternalIP rules' requests on the external plain-HTTP listener with
+// 301 to the same host and request URI over https (at HTTPSPort, left out
+// when 443), as Knative's Envoy-based ingresses do for external
+// visibility; the cluster-local listener serves in-cluster clients
+// without redirecting. Without an HTTPS listener an Ingress with spec.tls
+// or Redirected is refused (NotSupported).
+//
 // Answers of the ingress itself: 404 with no matching rule, 503 with
 // Retry-After when the Service, its port or a ready endpoint is missing,
 // 502 when the endpoint fails, 504 past Config.Timeout.
@@ -44,10 +72,12 @@
 // true): LoadBalancerReady, NetworkConfigured and Ready true, and
 // publicLoadBalancer / privateLoadBalancer set from the configured
 // addresses (Knative's Route builds its placeholder Service from the
-// private one). An Ingress this package cannot serve (spec.tls, an
-// httpOption other than Enabled, splits not adding up to 100, bad names)
-// is not routed, and NetworkConfigured and Ready are False with the
-// reason NotSupported and the error as message.
+// private one; clients find the HTTPS listener at port 443 of the
+// Service the public one names, the only TLS port Knative's API knows).
+// An Ingress this package cannot serve (splits not adding up to 100, bad
+// names, TLS without an HTTPS listener, an unknown httpOption) is not
+// routed, and NetworkConfigured and Ready are False with the reason
+// NotSupported (or the TLS Secret's reason) and the error as message.
 //
 // # Probes
 //

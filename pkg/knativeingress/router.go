@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,20 @@ type router struct {
 	table   atomic.Pointer[table]
 	backend *resolver
 	timeout time.Duration
-	logger  *slog.Logger
-	h1, h2c *httputil.ReverseProxy
+	// httpsPort is the port redirects to HTTPS name (none when 443).
+	httpsPort int
+	logger    *slog.Logger
+	h1, h2c   *httputil.ReverseProxy
 }
+
+// listener says which listener a handler serves.
+type listener int
+
+const (
+	externalHTTP  listener = iota // ExternalIP rules; redirects
+	localHTTP                     // every rule
+	externalHTTPS                 // ExternalIP rules, by SNI
+)
 
 // forward is what the proxies' Rewrite needs of a request, passed in its
 // context.
@@ -35,8 +47,8 @@ type forward struct {
 
 type forwardKey struct{}
 
-func newRouter(res *resolver, timeout time.Duration, logger *slog.Logger) *router {
-	rt := &router{backend: res, timeout: timeout, logger: logger}
+func newRouter(res *resolver, timeout time.Duration, httpsPort int, logger *slog.Logger) *router {
+	rt := &router{backend: res, timeout: timeout, httpsPort: httpsPort, logger: logger}
 	rt.table.Store(newTable())
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	h1 := &http.Transport{DialContext: dialer.DialContext, MaxIdleConns: 1000, MaxIdleConnsPerHost: 100,
@@ -64,6 +76,9 @@ func (rt *router) proxy(tr http.RoundTripper) *httputil.ReverseProxy {
 		// Streams (server-sent events, gRPC) go out as they come.
 		FlushInterval: -1,
 		ErrorHandler:  rt.proxyError,
+		// Copy errors (a client cancelling a stream) go to the ingress's
+		// log, not the process's standard logger.
+		ErrorLog: slog.NewLogLogger(rt.logger.Handler(), slog.LevelDebug),
 	}
 }
 
@@ -79,19 +94,28 @@ func (rt *router) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	http.Error(w, "knative ingress: backend: "+err.Error(), http.StatusBadGateway)
 }
 
-// handler serves one listener: the external one routes ExternalIP rules
+// handler serves one listener: the external ones route ExternalIP rules
 // only, the cluster-local one every rule.
-func (rt *router) handler(local bool) http.Handler {
+func (rt *router) handler(l listener) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := rt.table.Load()
 		routes := &t.external
-		if local {
+		if l == localHTTP {
 			routes = &t.local
 		}
 		host := hostOnly(r.Host)
+		if l == externalHTTPS && !sameCertificate(t, r, host) {
+			http.Error(w, fmt.Sprintf("knative ingress: host %q is not served by the certificate of this connection's server name %q", host, r.TLS.ServerName),
+				http.StatusMisdirectedRequest)
+			return
+		}
 		m := routes.match(host, r)
 		if m == nil {
 			http.Error(w, fmt.Sprintf("knative ingress: no rule for host %q and path %q", host, r.URL.Path), http.StatusNotFound)
+			return
+		}
+		if l == externalHTTP && m.redirect {
+			http.Redirect(w, r, rt.httpsURL(r), http.StatusMovedPermanently)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), rt.timeout)
@@ -162,6 +186,37 @@ func (rt *router) reroute(w http.ResponseWriter, r *http.Request, t *table, host
 func (rt *router) unavailable(w http.ResponseWriter, err error) {
 	w.Header().Set("Retry-After", "1")
 	http.Error(w, "knative ingress: "+err.Error(), http.StatusServiceUnavailable)
+}
+
+// sameCertificate says whether a request over TLS names a host that the
+// connection's certificate (chosen by SNI) serves: clients reuse a
+// connection for another host only when its certificate covers it (RFC
+// 9110 section 7.4); any other host is answered 421, so the client opens
+// a connection of its own.
+func sameCertificate(t *table, r *http.Request, host string) bool {
+	sni := strings.ToLower(r.TLS.ServerName)
+	if host == sni {
+		return true
+	}
+	c, ok := t.certs[host]
+	return ok && c == t.certs[sni]
+}
+
+// httpsURL is where a redirected request goes: https, the same host and
+// request URI, at the HTTPS port clients use (left out when 443).
+func (rt *router) httpsURL(r *http.Request) string {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]") // an IPv6 literal
+	switch {
+	case rt.httpsPort != 443:
+		host = net.JoinHostPort(host, strconv.Itoa(rt.httpsPort))
+	case strings.Contains(host, ":"):
+		host = "[" + host + "]"
+	}
+	return (&url.URL{Scheme: "https", Host: host}).String() + r.URL.RequestURI()
 }
 
 // hostOnly is a Host header without its port, lower case.

@@ -27,12 +27,19 @@ type ours struct {
 func (c *Controller) sync(ctx context.Context) error {
 	list := c.collect()
 	t := newTable()
+	var certs certSource
+	if c.certs != nil {
+		certs = c.certs
+	}
 	for _, o := range list {
 		if o.err == nil {
-			o.err = t.add(o.ing, c.cfg.ClusterDomain)
+			o.err = t.add(o.ing, c.cfg.ClusterDomain, certs)
 		}
 	}
 	c.router.table.Store(t)
+	if c.certs != nil {
+		c.certs.forget()
+	}
 	var errs []error
 	for _, o := range list {
 		if err := c.writeStatus(ctx, o); err != nil {
@@ -118,11 +125,11 @@ func (c *Controller) status(o *ours, old map[string]any, now time.Time) map[stri
 	want["observedGeneration"] = o.obj.GetGeneration()
 	var conds []map[string]any
 	if o.err != nil {
-		msg := o.err.Error()
+		msg, reason := o.err.Error(), reasonOf(o.err)
 		conds = []map[string]any{
 			{"type": "LoadBalancerReady", "status": "Unknown", "reason": "Uninitialized", "message": "Waiting for load balancer to be ready"},
-			{"type": "NetworkConfigured", "status": "False", "reason": "NotSupported", "message": msg},
-			{"type": "Ready", "status": "False", "reason": "NotSupported", "message": msg},
+			{"type": "NetworkConfigured", "status": "False", "reason": reason, "message": msg},
+			{"type": "Ready", "status": "False", "reason": reason, "message": msg},
 		}
 	} else {
 		conds = []map[string]any{{"type": "LoadBalancerReady", "status": "True"}, {"type": "NetworkConfigured", "status": "True"},

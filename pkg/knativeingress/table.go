@@ -1,6 +1,7 @@
 package knativeingress
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -32,6 +33,9 @@ type route struct {
 	set     []header // the path's appendHeaders
 	rewrite string   // rewriteHost
 	splits  []split
+	// redirect: the external plain-HTTP listener answers 301 to https
+	// (httpOption Redirected, on an ExternalIP rule).
+	redirect bool
 }
 
 // split is a backend with the upper bound of its share in [0, 100).
@@ -47,6 +51,9 @@ type header struct{ name, value string }
 type table struct {
 	external hostRoutes
 	local    hostRoutes
+	// certs are the HTTPS listener's certificates by host (SNI server
+	// name, lower case); the first Ingress to claim a host wins.
+	certs map[string]*tls.Certificate
 }
 
 // hostRoutes are routes by host, then the rules without hosts, which
@@ -57,17 +64,21 @@ type hostRoutes struct {
 }
 
 func newTable() *table {
-	return &table{external: hostRoutes{byHost: map[string][]*route{}}, local: hostRoutes{byHost: map[string][]*route{}}}
+	return &table{external: hostRoutes{byHost: map[string][]*route{}}, local: hostRoutes{byHost: map[string][]*route{}},
+		certs: map[string]*tls.Certificate{}}
 }
 
-// add compiles ing into t. On error t is unchanged: an Ingress is routed
-// whole or not at all.
-func (t *table) add(ing *Ingress, clusterDomain string) error {
+// add compiles ing into t, its certificates from certs (nil: there is no
+// HTTPS listener, and an Ingress asking for TLS or a redirect to it is
+// refused). On error t is unchanged: an Ingress is routed whole or not
+// at all.
+func (t *table) add(ing *Ingress, clusterDomain string, certs certSource) error {
 	hash, err := Hash(ing)
 	if err != nil {
 		return err
 	}
-	if err := checkSpec(&ing.Spec); err != nil {
+	redirect, err := checkSpec(&ing.Spec, certs != nil)
+	if err != nil {
 		return err
 	}
 	type entry struct {
@@ -76,6 +87,8 @@ func (t *table) add(ing *Ingress, clusterDomain string) error {
 		r     []*route
 	}
 	var entries []entry
+	var extHosts []string // the ExternalIP rules' hosts, which TLS serves
+	anyHost := false      // an ExternalIP rule without hosts
 	key := ing.Namespace + "/" + ing.Name
 	for i, rule := range ing.Spec.Rules {
 		local, err := visibility(rule.Visibility)
@@ -95,10 +108,24 @@ func (t *table) add(ing *Ingress, clusterDomain string) error {
 			if err != nil {
 				return fmt.Errorf("rules[%d].http.paths[%d]: %w", i, j, err)
 			}
-			r.ingress, r.hash = key, hash
+			r.ingress, r.hash, r.redirect = key, hash, redirect && !local
 			rs = append(rs, r)
 		}
 		entries = append(entries, entry{local: local, hosts: hosts, r: rs})
+		if !local {
+			extHosts = append(extHosts, hosts...)
+			anyHost = anyHost || len(hosts) == 0
+		}
+	}
+	slices.Sort(extHosts)
+	tlsCerts, err := compileTLS(ing, slices.Compact(extHosts), anyHost, certs)
+	if err != nil {
+		return err
+	}
+	for h, c := range tlsCerts {
+		if _, ok := t.certs[h]; !ok {
+			t.certs[h] = c
+		}
 	}
 	for _, e := range entries {
 		// The cluster-local listener serves every rule, the external one
@@ -121,18 +148,26 @@ func (h *hostRoutes) add(hosts []string, rs []*route) {
 	}
 }
 
-func checkSpec(s *Spec) error {
+// checkSpec checks the spec's shape and says whether its ExternalIP rules
+// redirect plain HTTP to HTTPS (httpOption Redirected; "" and Enabled
+// serve plain HTTP), which needs an HTTPS listener.
+func checkSpec(s *Spec, https bool) (redirect bool, err error) {
 	switch {
-	case len(s.TLS) > 0:
-		return errors.New("spec.tls: Gantry's ingress serves plain HTTP only")
-	case s.HTTPOption != "" && s.HTTPOption != "Enabled":
-		return fmt.Errorf("spec.httpOption %q: Gantry's ingress serves plain HTTP only (Enabled)", s.HTTPOption)
 	case len(s.Rules) == 0:
-		return errors.New("spec.rules: none")
+		return false, errors.New("spec.rules: none")
 	case len(s.Rules) > maxRules:
-		return fmt.Errorf("spec.rules: %d, at most %d", len(s.Rules), maxRules)
+		return false, fmt.Errorf("spec.rules: %d, at most %d", len(s.Rules), maxRules)
 	}
-	return nil
+	switch s.HTTPOption {
+	case "", HTTPOptionEnabled:
+		return false, nil
+	case HTTPOptionRedirected:
+		if !https {
+			return false, errors.New("spec.httpOption Redirected: this ingress has no HTTPS listener to redirect to (gantry serve --knative-ingress-https-addr)")
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("spec.httpOption %q: want %s or %s", s.HTTPOption, HTTPOptionEnabled, HTTPOptionRedirected)
 }
 
 func visibility(v string) (local bool, err error) {

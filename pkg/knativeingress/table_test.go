@@ -56,8 +56,9 @@ func TestTableRefusesWhatItCannotServe(t *testing.T) {
 		spec Spec
 		want string
 	}{
-		"tls":                 {Spec{TLS: []TLS{{Hosts: []string{"h"}}}, Rules: one("", ok).Rules}, "spec.tls"},
-		"redirect":            {Spec{HTTPOption: "Redirected", Rules: one("", ok).Rules}, "httpOption"},
+		"tls without https":   {Spec{TLS: []TLS{{Hosts: []string{"h.example.com"}, SecretName: "s"}}, Rules: one("", ok).Rules}, "no HTTPS listener"},
+		"redirect sans https": {Spec{HTTPOption: HTTPOptionRedirected, Rules: one("", ok).Rules}, "no HTTPS listener"},
+		"bad httpOption":      {Spec{HTTPOption: "Sometimes", Rules: one("", ok).Rules}, "httpOption"},
 		"no rules":            {Spec{}, "spec.rules"},
 		"no http":             {Spec{Rules: []Rule{{Hosts: []string{"h"}}}}, "no http paths"},
 		"bad visibility":      {Spec{Rules: []Rule{{Visibility: "Mesh", HTTP: one("", ok).Rules[0].HTTP}}}, "visibility"},
@@ -75,7 +76,7 @@ func TestTableRefusesWhatItCannotServe(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			tb := newTable()
-			err := tb.add(&Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "i"}, Spec: c.spec}, DefaultClusterDomain)
+			err := tb.add(&Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "i"}, Spec: c.spec}, DefaultClusterDomain, nil)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one naming %q", err, c.want)
 			}
@@ -98,7 +99,7 @@ func TestTableMatchesFirstPathOfTheHostThenHostlessRules(t *testing.T) {
 		{HTTP: &RuleHTTP{Paths: []Path{{Path: "/any", Splits: s("any")}}}},
 	}}}
 	tb := newTable()
-	if err := tb.add(ing, DefaultClusterDomain); err != nil {
+	if err := tb.add(ing, DefaultClusterDomain, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -144,5 +145,19 @@ func TestHostOnly(t *testing.T) {
 		if got := hostOnly(in); got != want {
 			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestDecodeRefusesUnknownSpecFields(t *testing.T) {
+	obj := map[string]any{"metadata": map[string]any{"name": "i", "namespace": "ns"}, "status": map[string]any{"observedGeneration": int64(1)},
+		"spec": map[string]any{"httpOption": "Enabled", "rules": []any{map[string]any{"hosts": []any{"h.example.com"},
+			"http": map[string]any{"paths": []any{map[string]any{"splits": []any{}, "retries": map[string]any{"attempts": int64(3)}}}}}}}}
+	if _, err := fromUnstructured(obj); err == nil || !strings.Contains(err.Error(), "retries") {
+		t.Fatalf("an unknown spec field: err = %v, want one naming it", err)
+	}
+	delete(obj["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)["http"].(map[string]any)["paths"].([]any)[0].(map[string]any), "retries")
+	ing, err := fromUnstructured(obj)
+	if err != nil || ing.Name != "i" || ing.Spec.HTTPOption != HTTPOptionEnabled || len(ing.Spec.Rules) != 1 {
+		t.Fatalf("a known spec: %+v, %v", ing, err)
 	}
 }

@@ -43,6 +43,12 @@ const (
 	hashOverride = "override"
 )
 
+// The values of spec.httpOption.
+const (
+	HTTPOptionEnabled    = "Enabled"
+	HTTPOptionRedirected = "Redirected"
+)
+
 // Visibility of a rule.
 const (
 	ExternalIP   = "ExternalIP"
@@ -68,8 +74,9 @@ type Spec struct {
 	HTTPOption string `json:"httpOption,omitempty"`
 }
 
-// TLS is a spec.tls entry; Gantry serves no TLS and refuses an Ingress
-// that asks for it.
+// TLS is a spec.tls entry: the certificate in the Secret
+// SecretNamespace/SecretName (of type kubernetes.io/tls) serves Hosts on
+// the HTTPS listener.
 type TLS struct {
 	Hosts           []string `json:"hosts,omitempty"`
 	SecretName      string   `json:"secretName,omitempty"`
@@ -117,11 +124,20 @@ type HeaderMatch struct {
 	Exact string `json:"exact"`
 }
 
-// fromUnstructured reads an Ingress from the informer's object.
+// fromUnstructured reads an Ingress from the informer's object. The spec
+// is read strictly: a field this package does not know (a newer
+// Knative's) is an error, so the Ingress is refused rather than served
+// with the field ignored.
 func fromUnstructured(obj map[string]any) (*Ingress, error) {
 	var ing Ingress
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &ing); err != nil {
 		return nil, fmt.Errorf("decode ingress: %w", err)
+	}
+	if spec, ok := obj["spec"].(map[string]any); ok {
+		ing.Spec = Spec{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(spec, &ing.Spec, true); err != nil {
+			return nil, fmt.Errorf("spec: %w", err)
+		}
 	}
 	return &ing, nil
 }
