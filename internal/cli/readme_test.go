@@ -168,6 +168,29 @@ func checkFlagsParse(t *testing.T, c string) {
 	}
 	if err != nil {
 		t.Errorf("%s: %v", c, err)
+		return
+	}
+	// A file a command names must be in a fresh clone.
+	for _, name := range []string{"trace-file", "stack"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			if _, err := os.Stat(filepath.Join("../..", f.Value.String())); err != nil {
+				t.Errorf("%s: --%s names a file a fresh clone does not have: %v", c, name, err)
+			}
+		}
+	}
+}
+
+// README.md's "Simulate" commands parse, and name files a fresh clone has
+// (the trace file was a load.csv of the reader's own).
+func TestReadmeSimulateCommandsParseAndNameFilesThatExist(t *testing.T) {
+	cmds := shellCommands(t, "../../README.md", "## Simulate")
+	if len(cmds) < 4 {
+		t.Fatalf("found only %d commands: %q", len(cmds), cmds)
+	}
+	for _, c := range cmds {
+		if strings.HasPrefix(c, "bin/gantry ") {
+			checkFlagsParse(t, c)
+		}
 	}
 }
 

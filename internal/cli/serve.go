@@ -29,6 +29,7 @@ type platformFlags struct {
 	policy       string
 	capacity     int
 	startDelay   time.Duration
+	startTimeout time.Duration
 	tick         time.Duration
 	window       time.Duration
 	idleTimeout  time.Duration
@@ -45,6 +46,7 @@ func (f *platformFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.policy, "policy", "gantry", fmt.Sprintf("policy of the core that scales and orders queues: one of %v", policy.Names()))
 	fs.IntVar(&f.capacity, "capacity", 0, "most instances of all functions together (0: no bound); when full, critical functions take capacity from less critical ones")
 	fs.DurationVar(&f.startDelay, "start-delay", 0, "added before each instance starts, to emulate a container's start-up (e.g. 1.5s as in the Cypress paper)")
+	fs.DurationVar(&f.startTimeout, "start-timeout", 30*time.Second, "how long an instance may take to get ready (to answer GET "+backend.HealthPath+" below 500) before its start fails; one that exits, answers 500 there or listens on another port than $PORT fails sooner")
 	fs.DurationVar(&f.tick, "tick", policy.DefaultTick, "how often the autoscaler plans (the simulator's default too)")
 	fs.DurationVar(&f.window, "window", policy.DefaultWindow, "the proactive scaler's window")
 	fs.Float64Var(&f.sloTarget, "slo-target", 100*policy.DefaultSLOTarget, "percent of requests that must meet their SLO, for functions whose stack declares no slo_target: the gantry policy sizes for it")
@@ -70,6 +72,8 @@ func (f *platformFlags) validate() error {
 		return usagef("--capacity must be in [0, %d], got %d", stack.MaxInstances*10, f.capacity)
 	case f.startDelay < 0 || f.startDelay > 10*time.Minute:
 		return usagef("--start-delay must be in [0, 10m], got %v", f.startDelay)
+	case f.startTimeout < 100*time.Millisecond || f.startTimeout > time.Hour:
+		return usagef("--start-timeout must be in [100ms, 1h], got %v", f.startTimeout)
 	case f.tick < 10*time.Millisecond || f.tick > time.Minute:
 		return usagef("--tick must be in [10ms, 1m], got %v", f.tick)
 	case f.window < time.Second || f.window > time.Hour:
@@ -123,7 +127,7 @@ func (f *platformFlags) serverConfig(addr string, s *stack.Stack, logger *slog.L
 	if f.instanceLogs {
 		instLog = os.Stderr
 	}
-	be := backend.NewLocal(backend.LocalConfig{StartDelay: f.startDelay, Log: instLog, Logger: logger, FnRuntime: f.fnRuntime})
+	be := backend.NewLocal(backend.LocalConfig{StartDelay: f.startDelay, ReadyTimeout: f.startTimeout, Log: instLog, Logger: logger, FnRuntime: f.fnRuntime})
 	return gateway.ServerConfig{Addr: addr, Stack: s, Backend: be,
 		Dispatch: dispatch.Config{Policy: f.policy, Capacity: f.capacity, Tick: f.tick, Window: f.window,
 			IdleTimeout: f.idleTimeout, SLOTarget: f.sloTarget / 100, Logger: logger},
@@ -140,6 +144,9 @@ type backendFlags struct {
 	// peers is the Service of a scaled-out gateway's replicas; podName
 	// this replica's pod.
 	peers, podName string
+	// readyTimeout is --start-timeout when given (0: the backend's
+	// default).
+	readyTimeout time.Duration
 	// knative: --knative-ingress reads the kubeconfig too.
 	knative bool
 	// Set by apply (serve_kube.go): the Kubernetes backend and, for a
@@ -189,6 +196,20 @@ func (f *backendFlags) validate() error {
 	return nil
 }
 
+// localOnly refuses the flags that only the local runtime honours when
+// instances run elsewhere, rather than ignoring them.
+func localOnly(cmd *cobra.Command, kind string) error {
+	if kind == backendLocal {
+		return nil
+	}
+	for _, name := range []string{"start-delay", "fn-runtime", "instance-logs"} {
+		if cmd.Flags().Changed(name) {
+			return usagef("--%s is for the local runtime's processes; with --backend %s, pods start as the cluster starts them", name, kind)
+		}
+	}
+	return nil
+}
+
 func newServeCmd() *cobra.Command {
 	var (
 		pf                   platformFlags
@@ -217,6 +238,22 @@ func newServeCmd() *cobra.Command {
 			if err := kf.validate(); err != nil {
 				return err
 			}
+			if err := localOnly(cmd, bf.kind); err != nil {
+				return err
+			}
+			bf.readyTimeout = pf.startTimeout
+			if !cmd.Flags().Changed("start-timeout") {
+				bf.readyTimeout = 0 // the backend's own default
+			}
+			// A credentials file that cannot serve is a usage error, found
+			// before anything starts.
+			var auth *gateway.Auth
+			if basicAuth != "" || tokenFile != "" {
+				var err error
+				if auth, err = gateway.LoadAuth(basicAuth, tokenFile); err != nil {
+					return usagef("--basic-auth-file/--token-file: %v", err)
+				}
+			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			var s *stack.Stack
 			if stackFile != "" {
@@ -237,11 +274,7 @@ func newServeCmd() *cobra.Command {
 			if err := bf.apply(&cfg, logger); err != nil {
 				return err
 			}
-			if basicAuth != "" || tokenFile != "" {
-				auth, err := gateway.LoadAuth(basicAuth, tokenFile)
-				if err != nil {
-					return err
-				}
+			if auth != nil {
 				cfg.Gateway.Auth = auth
 			} else {
 				logger.Warn("management routes are open: pass --basic-auth-file or --token-file to protect them")

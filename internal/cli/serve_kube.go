@@ -43,7 +43,7 @@ func (f *backendFlags) apply(cfg *gateway.ServerConfig, logger *slog.Logger) err
 			return fmt.Errorf("kubeconfig namespace: %w", err)
 		}
 	}
-	opts := kube.Options{Logger: logger, NodeSelector: f.nodeSelector}
+	opts := kube.Options{Logger: logger, NodeSelector: f.nodeSelector, ReadyTimeout: f.readyTimeout}
 	if f.peers != "" {
 		// Replicas follow until one wins the Lease; none deletes or
 		// scales the functions away when it stops, since the others serve.

@@ -6,10 +6,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"gantry.dev/gantry/pkg/liverun"
 )
 
 func TestServeAndUpFlagErrorsAreUsageErrors(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.txt")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string][]string{
+		"serve empty basic auth":   {"serve", "--addr=127.0.0.1:0", "--basic-auth-file", empty},
+		"serve empty token":        {"serve", "--addr=127.0.0.1:0", "--token-file", empty},
+		"serve missing auth file":  {"serve", "--addr=127.0.0.1:0", "--basic-auth-file", empty + ".missing"},
+		"serve zero start timeout": {"serve", "--start-timeout=0s"},
+		"serve start delay on k8s": {"serve", "--backend=kubernetes", "--start-delay=1s"},
 		"serve unknown policy":     {"serve", "--policy=magic"},
 		"serve negative cap":       {"serve", "--capacity=-1"},
 		"serve tick too short":     {"serve", "--tick=1ms"},
@@ -31,6 +43,10 @@ func TestServeAndUpFlagErrorsAreUsageErrors(t *testing.T) {
 		"up rate zero":             {"up", "--rate=0"},
 		"up duration too long":     {"up", "--duration=100000h"},
 		"up negative capacity":     {"up", "--capacity=-3"},
+		"up slo factor zero":       {"up", "--slo-factor=0"},
+		"up slo factor NaN":        {"up", "--slo-factor=NaN"},
+		"up idle timeout zero":     {"up", "--idle-timeout=0s"},
+		"up out not writable":      {"up", "--out=/proc/gantry-up-test"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -55,5 +71,21 @@ func TestServeRefusesAMalformedStackNamingFileAndLine(t *testing.T) {
 	err := root.Execute()
 	if err == nil || !strings.Contains(err.Error(), path+":2:") || !strings.Contains(err.Error(), "criticality") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A zero --warmup means none, not liverun's default of 20 s.
+func TestUpZeroWarmupMeansNone(t *testing.T) {
+	cmd := newUpCmd()
+	if err := cmd.ParseFlags([]string{"--warmup=0s"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := liverun.UpConfig{Policies: []string{"gantry"}, App: "sentiment-analysis", Trace: "twitter", Dist: "uniform",
+		Functions: liverun.FunctionsReplay, Rate: 1, Duration: time.Second}
+	if err := validateUp(cmd, &cfg, ""); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Warmup >= 0 {
+		t.Fatalf("warm-up %v, want none (negative)", cfg.Warmup)
 	}
 }

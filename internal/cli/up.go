@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -68,12 +70,19 @@ on a capacity-bounded runtime, with and without criticality.`,
 				pp := &progressPrinter{w: os.Stderr, tty: tty && !verbose, mu: &logMu}
 				cfg.Progress = pp.print
 			}
+			// A folder the report cannot go to is found before the run,
+			// not after it.
+			if out != "" {
+				if err := writableDir(out); err != nil {
+					return usagef("--out: %v", err)
+				}
+			}
 			if scenario == scenarioCriticality {
 				return runCriticality(cmd, cfg, out, asJSON)
 			}
 			rep, err := liverun.Up(cmd.Context(), cfg)
 			if err != nil {
-				return err
+				return interrupted(cmd, err)
 			}
 			return emitUp(cmd.OutOrStdout(), rep, out, asJSON)
 		},
@@ -86,7 +95,7 @@ on a capacity-bounded runtime, with and without criticality.`,
 	fs.Float64Var(&cfg.Rate, "rate", liverun.DefaultUpRate, fmt.Sprintf("mean requests per second, up to %d", liverun.MaxRate))
 	fs.StringVar(&cfg.Dist, "dist", "uniform", fmt.Sprintf("input-size distribution: one of %v", workload.DistNames()))
 	fs.DurationVar(&cfg.Duration, "duration", liverun.DefaultUpDuration, "measured length of the run")
-	fs.DurationVar(&cfg.Warmup, "warmup", liverun.DefaultUpWarmup, "unmeasured load first, so every policy starts warm (negative: none)")
+	fs.DurationVar(&cfg.Warmup, "warmup", liverun.DefaultUpWarmup, "unmeasured load first, so every policy starts warm (0 or negative: none)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the arrivals, sizes and payloads (the same for every policy)")
 	fs.IntVar(&cfg.Capacity, "capacity", liverun.DefaultUpCapacity, "most instances at once, per gateway (0: no bound)")
 	fs.DurationVar(&cfg.StartDelay, "start-delay", liverun.DefaultUpStartDelay, "added to each instance's start, to emulate a container's")
@@ -104,6 +113,17 @@ on a capacity-bounded runtime, with and without criticality.`,
 func validateUp(cmd *cobra.Command, cfg *liverun.UpConfig, scenario string) error {
 	if len(cfg.Policies) == 0 {
 		return usagef("--policy names no policy")
+	}
+	// liverun reads a zero as "the default": a zero given on the command
+	// line would be accepted and ignored.
+	fs := cmd.Flags()
+	switch {
+	case fs.Changed("slo-factor") && !(cfg.SLOFactor >= 1 && cfg.SLOFactor <= liverun.MaxSLOFactor):
+		return usagef("--slo-factor must be in [1, %d], got %v", liverun.MaxSLOFactor, cfg.SLOFactor)
+	case fs.Changed("idle-timeout") && cfg.IdleTimeout == 0:
+		return usagef("--idle-timeout must be in [1s, 24h], got 0s")
+	case fs.Changed("warmup") && cfg.Warmup == 0:
+		cfg.Warmup = -1 // none, as a negative one
 	}
 	if scenario != "" && scenario != scenarioCriticality {
 		return usagef("--scenario must be %s, got %q", scenarioCriticality, scenario)
@@ -149,6 +169,29 @@ func emitUp(w io.Writer, rep *liverun.UpReport, out string, asJSON bool) error {
 		return fmt.Errorf("interrupted: the report covers the requests answered until then")
 	}
 	return nil
+}
+
+// interrupted says so when err is the signal's cancellation: the run
+// stopped before its measured phase ended, with nothing to report.
+func interrupted(cmd *cobra.Command, err error) error {
+	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+		return errors.New("interrupted before the measured phase ended: nothing to report")
+	}
+	return err
+}
+
+// writableDir makes dir if needed and checks that a file can be written
+// in it.
+func writableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".gantry-up-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // isTerminal reports whether f is a character device (a terminal).
@@ -245,7 +288,7 @@ func runCriticality(cmd *cobra.Command, cfg liverun.UpConfig, out string, asJSON
 	}
 	rep, err := liverun.Criticality(cmd.Context(), cfg)
 	if err != nil {
-		return err
+		return interrupted(cmd, err)
 	}
 	defer rep.Wait()
 	w := cmd.OutOrStdout()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,9 @@ type Local struct {
 	recDir string
 	wg     sync.WaitGroup
 	hook   InstanceHook // hooks.go
+	// pickPort finds a free port for an instance (freePort; a test
+	// hands out a taken one).
+	pickPort func() (int, error)
 }
 
 type proc struct {
@@ -112,7 +116,7 @@ func NewLocal(cfg LocalConfig) *Local {
 		cfg.FnRuntime = path
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Local{cfg: cfg, ctx: ctx, end: cancel, fns: map[string]stack.Function{}, procs: map[string]*proc{}}
+	return &Local{cfg: cfg, ctx: ctx, end: cancel, fns: map[string]stack.Function{}, procs: map[string]*proc{}, pickPort: freePort}
 }
 
 func (l *Local) Attach(ev Events) { l.ev = ev }
@@ -175,7 +179,7 @@ func (l *Local) spawn(function string) {
 		l.ev.Failed(function, err)
 		return
 	}
-	p, err := l.launch(id, f)
+	p, err := l.launchReady(id, f)
 	if err != nil {
 		l.ev.Failed(function, err)
 		return
@@ -192,19 +196,40 @@ func (l *Local) spawn(function string) {
 		l.exited(p, nil)
 		return
 	}
-	if err := l.awaitReady(p); err != nil {
-		l.kill(p)
-		<-p.exited
-		l.forget(p)
-		if exit := (*ExitError)(nil); !errors.As(err, &exit) {
-			err = fmt.Errorf("instance %s: %w", id, err)
-		}
-		l.ev.Failed(function, err)
-		return
-	}
 	p.inst.ColdStart = time.Since(begin)
 	l.ev.Ready(p.inst)
 	l.exited(p, nil)
+}
+
+// portTries bounds the launches of one start whose port another process
+// takes each time.
+const portTries = 3
+
+// launchReady launches the instance and, unless it is socket-activated,
+// waits until it is ready; a start whose port another process took is
+// launched again on a new one.
+func (l *Local) launchReady(id string, f stack.Function) (*proc, error) {
+	for try := 1; ; try++ {
+		p, err := l.launch(id, f)
+		if err != nil || f.SocketActivation {
+			return p, err
+		}
+		err = l.awaitReady(p)
+		if err == nil {
+			return p, nil
+		}
+		l.kill(p)
+		<-p.exited
+		l.forget(p)
+		if errors.Is(err, errPortTaken) && try < portTries {
+			l.cfg.Logger.Info("instance's port taken by another process; launching it on another", "instance", id, "addr", p.inst.Addr)
+			continue
+		}
+		if exit := (*ExitError)(nil); !errors.As(err, &exit) {
+			err = fmt.Errorf("instance %s: %w", id, err)
+		}
+		return nil, err
+	}
 }
 
 // exited waits for a ready instance's process to end and reports it: no
@@ -237,7 +262,7 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 		}
 		defer sock.close()
 		port = sock.port
-	} else if port, err = freePort(); err != nil {
+	} else if port, err = l.pickPort(); err != nil {
 		return nil, err
 	}
 	prep, err := l.prepare(id, f)
@@ -416,18 +441,44 @@ func (l *Local) awaitReady(p *proc) error {
 	// seen is what the last check saw, so a start that times out says
 	// what failed: nothing listening, or the status the health path gave.
 	seen := ""
+	var broken, wrongPort streak
+	lookedAt := time.Now().Add(listenLookAfter - listenLookGap)
+	port := p.inst.Addr[strings.LastIndexByte(p.inst.Addr, ':')+1:]
 	for delay := probeFirstGap; ; delay = min(delay*5/4, probeMaxGap) {
-		ok, saw := probeSaw(ctx, client, url)
-		if ok {
+		status, saw := probeStatus(ctx, client, url)
+		if status > 0 && status < 500 {
+			if portTaken(p) {
+				return fmt.Errorf("%w (%s answered, not the instance)", errPortTaken, p.inst.Addr)
+			}
 			return nil
 		}
 		if ctx.Err() == nil || seen == "" {
 			seen = saw // a check the deadline cut short says less
 		}
+		now := time.Now()
+		if held := broken.see(status >= 500 && !notYet(status), now); held >= brokenHealthAfter {
+			return p.certainFailure(fmt.Errorf("GET %s answered %s on every check for %v: it is broken, not starting (503 means not ready yet, an answer below 500 ready)",
+				HealthPath, saw, held.Round(time.Millisecond)))
+		}
+		if status == 0 && now.Sub(lookedAt) >= listenLookGap {
+			lookedAt = now
+			ports, _ := listeningPorts(p.cmd.Process.Pid)
+			if held := wrongPort.see(len(ports) > 0 && !slices.Contains(ports, p.port()), now); held >= wrongPortAfter {
+				return p.certainFailure(fmt.Errorf("it listens on port %s, not on $PORT (%s), for %v: the gateway sends requests to $PORT",
+					portList(ports), port, held.Round(time.Millisecond)))
+			}
+		}
 		select {
 		case <-p.exited:
+			if portTaken(p) {
+				return fmt.Errorf("%w (%s): it could not bind it", errPortTaken, p.inst.Addr)
+			}
 			return exitError(p.inst.ID, "before ready", p.cmd.ProcessState, p.stderr.Lines())
 		case <-ctx.Done():
+			if l.ctx.Err() != nil {
+				// Close, not the deadline: the start is abandoned.
+				return fmt.Errorf("start abandoned: the runtime is closing: %w", l.ctx.Err())
+			}
 			err := fmt.Errorf("instance %s not ready within %v: GET %s last saw %s: %w", p.inst.ID, l.cfg.ReadyTimeout, HealthPath, seen, ctx.Err())
 			if lines := p.stderr.Lines(); len(lines) > 0 {
 				err = fmt.Errorf("%w; last stderr: %s", err, strings.Join(lines, " | "))
@@ -436,6 +487,21 @@ func (l *Local) awaitReady(p *proc) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// certainFailure is err with the instance's last stderr lines.
+func (p *proc) certainFailure(err error) error {
+	if lines := p.stderr.Lines(); len(lines) > 0 {
+		err = fmt.Errorf("%w; last stderr: %s", err, strings.Join(lines, " | "))
+	}
+	return err
+}
+
+// port is the port the instance was given in $PORT.
+func (p *proc) port() int {
+	_, s, _ := net.SplitHostPort(p.inst.Addr)
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // Gaps between readiness probes (awaitReady).
@@ -453,20 +519,27 @@ func probe(ctx context.Context, client *http.Client, url string) bool {
 // why no answer came (connection refused: nothing listens; a timeout:
 // something listens but does not answer).
 func probeSaw(ctx context.Context, client *http.Client, url string) (bool, string) {
+	status, saw := probeStatus(ctx, client, url)
+	return status > 0 && status < 500, saw
+}
+
+// probeStatus is the status the health path answered (0: no answer) and
+// what the check saw.
+func probeStatus(ctx context.Context, client *http.Client, url string) (int, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false, err.Error()
+		return 0, err.Error()
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return false, "connection refused (nothing listening)"
+			return 0, "connection refused (nothing listening)"
 		}
-		return false, "no answer: " + err.Error()
+		return 0, "no answer: " + err.Error()
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
-	return resp.StatusCode < 500, "status " + resp.Status
+	return resp.StatusCode, "status " + resp.Status
 }
 
 func (l *Local) Stop(inst Instance) {

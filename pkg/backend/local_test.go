@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,6 +25,23 @@ func TestMain(m *testing.M) {
 		os.Exit(4)
 	case "socket", "hang":
 		socketInstance(os.Getenv("GANTRY_TEST_INSTANCE"))
+	case "wrongport":
+		// Its own port, as a program that ignores $PORT.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			os.Exit(1)
+		}
+		_ = http.Serve(ln, http.NotFoundHandler())
+	case "status500", "status503":
+		code := 500
+		if os.Getenv("GANTRY_TEST_INSTANCE") == "status503" {
+			code = 503
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+		if err != nil {
+			os.Exit(1)
+		}
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) }))
 	default:
 		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
 		if err != nil {
@@ -209,5 +227,82 @@ func TestStartThatNeverGetsReadySaysWhatTheCheckSaw(t *testing.T) {
 	msg := rec.failed[0].Error()
 	if !strings.Contains(msg, "connection refused (nothing listening)") || !strings.Contains(msg, "last stderr: waiting") {
 		t.Fatalf("reason %q, want what the check saw and the stderr", msg)
+	}
+}
+
+// A start that cannot succeed fails as soon as that is certain, not at the
+// ready timeout: a health path that answers 500 on every check, a program
+// that listens on a port of its own instead of $PORT. One that answers 503
+// (not ready yet) is waited for until the timeout.
+func TestCertainlyBrokenStartFailsBeforeTheReadyTimeout(t *testing.T) {
+	l, rec := newTestLocal(t, LocalConfig{ReadyTimeout: 10 * time.Minute})
+	for _, c := range []struct{ mode, want string }{
+		{"status500", "answered status 500 Internal Server Error on every check"},
+		{"wrongport", "not on $PORT"},
+	} {
+		if err := l.Deploy(context.Background(), instanceFn(t, c.mode, c.mode)); err != nil {
+			t.Fatal(err)
+		}
+		l.Start(c.mode, 1)
+		if e := rec.next(t); e != "failed" {
+			t.Fatalf("%s: got %s, want failed", c.mode, e)
+		}
+		if msg := rec.failed[len(rec.failed)-1].Error(); !strings.Contains(msg, c.want) {
+			t.Fatalf("%s: reason %q, want %q", c.mode, msg, c.want)
+		}
+	}
+	l2, rec2 := newTestLocal(t, LocalConfig{ReadyTimeout: time.Second})
+	if err := l2.Deploy(context.Background(), instanceFn(t, "starting", "status503")); err != nil {
+		t.Fatal(err)
+	}
+	l2.Start("starting", 1)
+	if e := rec2.next(t); e != "failed" || !strings.Contains(rec2.failed[0].Error(), "not ready within 1s") {
+		t.Fatalf("got %s %v, want the ready timeout", e, rec2.failed)
+	}
+}
+
+// A port another process takes between the gateway picking it and the
+// instance binding it (five gateways on one machine do) is not the
+// instance's: the other process's answer does not make the instance ready,
+// and the start is launched again on another port instead of failing.
+func TestStartWhosePortAnotherProcessTookIsLaunchedAgain(t *testing.T) {
+	foreign, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = http.Serve(foreign, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "foreign") }))
+	}()
+	t.Cleanup(func() { foreign.Close() })
+	l, rec := newTestLocal(t, LocalConfig{})
+	var mu sync.Mutex
+	taken := true
+	l.pickPort = func() (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if taken {
+			taken = false
+			return foreign.Addr().(*net.TCPAddr).Port, nil
+		}
+		return freePort()
+	}
+	if err := l.Deploy(context.Background(), instanceFn(t, "f", "serve")); err != nil {
+		t.Fatal(err)
+	}
+	l.Start("f", 1)
+	if e := rec.next(t); e != "ready" {
+		t.Fatalf("got %s %v, want ready", e, rec.failed)
+	}
+	if got := rec.ready[0].Addr; got == foreign.Addr().String() {
+		t.Fatalf("ready on the foreign process's port %s", got)
+	}
+	resp, err := http.Post("http://"+rec.ready[0].Addr+"/", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "f hello" {
+		t.Fatalf("answer %q, want the instance's", body)
 	}
 }

@@ -75,6 +75,10 @@ func (d *Dispatcher) Acquire(ctx context.Context, r Request) (*Lease, error) {
 	return &Lease{d: d, c: c, Instance: in.Instance, Waited: c.started.Sub(c.queuedAt), Timeout: in.fn.decl.Timeout}, nil
 }
 
+// MaxSize bounds a request's input size: the policy's estimates multiply
+// sizes, and past it they overflow.
+const MaxSize = 1e300
+
 func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -84,8 +88,8 @@ func (d *Dispatcher) enqueue(r Request) (*call, *instance, error) {
 		return nil, nil, ErrClosed
 	case !ok:
 		return nil, nil, fmt.Errorf("%w: function %q", ErrNotFound, r.Function)
-	case !(r.Size > 0) || r.Size > 1e300:
-		return nil, nil, fmt.Errorf("input size %v must be a positive finite number", r.Size)
+	case !(r.Size > 0) || r.Size > MaxSize:
+		return nil, nil, fmt.Errorf("input size %v must be a positive number no larger than %g", r.Size, MaxSize)
 	}
 	now := d.cfg.Now()
 	if err := d.lockedRefuseBackingOff(fn, now); err != nil {

@@ -206,10 +206,22 @@ func TestClientDisconnectCancelsTheQueuedRequest(t *testing.T) {
 		}
 	}()
 	waitUntil(t, "first request running", func() bool { st, _ := srv.D.Function("slow"); return st.Running == 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// The client goes once its request is queued (a fixed client timeout
+	// could expire on a loaded machine before the request got there).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL()+"/function/slow", strings.NewReader("x"))
-	if _, err := http.DefaultClient.Do(req); err == nil {
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitUntil(t, "second request queued", func() bool { st, _ := srv.D.Function("slow"); return st.Queued == 1 })
+	cancel()
+	if err := <-errc; err == nil {
 		t.Fatal("the request outlived its client")
 	}
 	waitUntil(t, "queued request cancelled", func() bool {

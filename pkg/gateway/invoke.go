@@ -202,9 +202,20 @@ func inputSize(decl stack.Function, h http.Header, bodyLen int) (float64, *failu
 		return size, nil
 	}
 	size, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(size > 0) || math.IsInf(size, 0) {
+	why := ""
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange) || math.IsNaN(size):
+		why = "is not a number (want a positive decimal such as 7.5, in the function's unit)"
+	case size == 0:
+		why = "is not positive (it is 0 as a 64-bit float)"
+	case !(size > 0):
+		why = "is not positive"
+	case size > dispatch.MaxSize:
+		why = fmt.Sprintf("is too large: an input size is at most %g", dispatch.MaxSize)
+	}
+	if why != "" {
 		return 0, &failure{http.StatusBadRequest, "bad_request",
-			fmt.Errorf("header %s=%q is not a positive finite number", decl.SizeHeader, v)}
+			fmt.Errorf("header %s=%q %s; the function's input sizes range over [%g, %g]", decl.SizeHeader, v, why, decl.MinSize, decl.MaxSize)}
 	}
 	return size, nil
 }
@@ -356,7 +367,7 @@ var errTooLarge = errors.New("response body over the limit")
 func outputSize(resp *upResponse) float64 {
 	size := float64(max(1, len(resp.body)))
 	if v := resp.header.Get(OutputSizeHeader); v != "" {
-		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 && !math.IsInf(s, 0) {
+		if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 && s <= dispatch.MaxSize {
 			size = s
 		}
 	}

@@ -152,6 +152,9 @@ func logField(line, key string) string {
 // its instances.
 const gatewayStopTimeout = 15 * time.Second
 
+// hurriedStopTimeout bounds a hurried stop (stop).
+const hurriedStopTimeout = 500 * time.Millisecond
+
 // hurryEvery is how often a hurried stop repeats SIGTERM: the gateway
 // takes a second signal only once it has begun draining on the first, so
 // one repeat sent too early would be lost.
@@ -171,7 +174,15 @@ func (g *gatewayProc) stop(hurry bool) {
 			defer t.Stop()
 			again = t.C
 		}
-		deadline := time.NewTimer(gatewayStopTimeout)
+		limit := gatewayStopTimeout
+		if hurry {
+			// An interrupted run must end within a second: past this the
+			// gateway is killed, and its instances with it (each has the
+			// parent-death signal), however slow a loaded machine makes
+			// its own stop of them.
+			limit = hurriedStopTimeout
+		}
+		deadline := time.NewTimer(limit)
 		defer deadline.Stop()
 	wait:
 		for {

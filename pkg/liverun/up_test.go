@@ -1,11 +1,14 @@
 package liverun
 
 import (
+	"bufio"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"gantry.dev/gantry/examples"
+	"gantry.dev/gantry/pkg/childproc"
 	"gantry.dev/gantry/pkg/stack"
 	"gantry.dev/gantry/pkg/workload"
 )
@@ -162,5 +165,42 @@ func TestUpSLOFactorSetsTheReplaySLO(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// An interrupted run does not wait for a gateway that is slow to stop (a
+// loaded machine, many instances): past hurriedStopTimeout it is killed,
+// where an orderly stop would wait up to gatewayStopTimeout.
+func TestHurriedStopKillsAGatewayThatDoesNotStop(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`)
+	cmd.SysProcAttr = childproc.Attr()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := childproc.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	// The trap is set once the shell has printed.
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayProc{cmd: cmd, state: t.TempDir(), exited: make(chan struct{})}
+	go func() {
+		g.err = cmd.Wait()
+		close(g.exited)
+	}()
+	done := make(chan struct{})
+	go func() {
+		g.stop(true)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(gatewayStopTimeout - 5*time.Second):
+		t.Fatalf("a hurried stop still waited on a gateway that ignores SIGTERM")
+	}
+	if g.err == nil {
+		t.Fatal("the gateway was not killed")
 	}
 }
