@@ -31,7 +31,10 @@ import (
 //     next tick; the raised targets hold for one window. The excess adds
 //     to the rate, not a factor on the target: the sizing's headroom is
 //     not scaled by the burst.
-//   - Warm buffer. A rise faster than a cold start cannot be met by
+//   - Warm buffer (gantry-warm-buffer only: gantry leaves it out since 2
+//     December; it held 4% more containers on the Twitter cells for at
+//     most 0.016 points of SLO, docs/simulator.md "The warm buffer, and
+//     why gantry no longer adds it"). A rise faster than a cold start cannot be met by
 //     starting containers once it is seen. The arrivals are counted in
 //     spans of one cold start; each span's rate minus the previous one's,
 //     less the burstQuantile-quantile of what Poisson noise alone makes
@@ -159,7 +162,7 @@ func (c *core) burstArrive(now time.Time) {
 // prediction error the sizing already averages over (predictionSD): on
 // the 250/s Twitter trace, whose rate wanders by 15-30% within a window,
 // acting on every such alarm started 10-20% more containers and held
-// 1.5% more, for rises the margin already covered.
+// 1.3% more, for rises the margin already covered.
 func (c *core) burstAlarm(now time.Time, k int, ref float64) {
 	b := &c.burst
 	b.s[k] = 0
