@@ -151,7 +151,7 @@ var catalog = map[string]parts{
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
-		steadyExcess: true},
+		steadyExcess: true, noWarmBuffer: true}, // the warm buffer: burst.go, warmBuffer
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -182,7 +182,8 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
-	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true },
+	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
+	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
 	"gantry-no-panic":         func(p *parts) { gantryStream(p); p.panic = false },
 	"gantry-no-stream":        func(p *parts) { p.stream = false; p.empiricalMix = false },
@@ -220,7 +221,7 @@ func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm",
 		"gantry-no-cusum", "gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic",
 		"gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream",
-		"gantry-no-warm-buffer", "gantry-panic", "gantry-panic-2sigma", "gantry-stream"}
+		"gantry-panic", "gantry-panic-2sigma", "gantry-stream", "gantry-warm-buffer"}
 }
 
 // New builds the named policy (or ablation) for an app.
