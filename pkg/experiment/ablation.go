@@ -42,6 +42,7 @@ func AblationVariants() []string {
 		"gantry-no-slo-sizing",    // the stream cap a + sqrt(D·a) instead of M/G/n sizing for the SLO target
 		"gantry-no-age-retire",    // quarter-steps at window boundaries instead of idle-age retirement
 		"gantry-no-burst-alarm",   // no on-arrival burst alarm (the warm buffer stays)
+		"gantry-panic",            // the panic rule's per-tick test and multiplied, held target instead of the alarm's additive excess
 		"gantry-no-warm-buffer",   // no warm buffer (the alarm stays)
 		"gantry-no-refused",       // a request the full queue refuses is not counted as demand
 		"gantry-no-steady-excess", // no retirement of the excess above the target on steady load
