@@ -99,11 +99,11 @@ type goldenGantryRun struct {
 
 // goldenGantryRuns is image-compression and the audio-translation chain,
 // heavy inputs, seed 1, under the matrix's Poisson, Wiki and Twitter
-// traces at 288 cores for 90 s, Twitter at 6384 cores for 8 s, and the
+// traces at 288 cores for 60 s, Twitter at 6384 cores for 6 s, and the
 // Azure-format spikes for 3 minutes (a spike and a half).
 func goldenGantryRuns(t *testing.T) []goldenGantryRun {
 	t.Helper()
-	p := PaperPlan{Duration: 90 * time.Second, LargeDuration: 8 * time.Second, Seed: 1}
+	p := PaperPlan{Duration: time.Minute, LargeDuration: 6 * time.Second, Seed: 1}
 	traces, err := paperTraces(p)
 	if err != nil {
 		t.Fatal(err)
