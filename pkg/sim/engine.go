@@ -404,10 +404,9 @@ func (e *engine) enqueue(fn int32, r int32) {
 	}
 	// The estimate is what a queued request carries (policy.Caps.Estimates);
 	// a request that does not queue needs one only where the detailed
-	// view reads the running requests' (scale.go). The policy's models
-	// change only in Complete and Plan, so it is the same estimate as one
-	// made before Admit: a model evaluation for every request was a tenth
-	// of gantry's cost per request.
+	// view reads the running requests' (scale.go). Admit, bindNew and
+	// Refused change nothing Estimate reads, so it is the same estimate
+	// as one made before them.
 	if where == policy.Enqueue || e.detail {
 		req.pred = e.con.Estimate(int(fn), req.size)
 	}
