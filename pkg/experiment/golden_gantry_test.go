@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -17,10 +18,15 @@ import (
 )
 
 // gantryGoldenFile holds gantry's results on goldenGantryRuns, recorded
-// with -update:
+// with -update-gantry (after a change to gantry's rules, which moves
+// them on purpose):
 //
-//	go test -run TestGantryResultsAreUnchanged -update ./pkg/experiment
+//	go test ./pkg/experiment -run TestGantryResultsAreUnchanged -update-gantry
 const gantryGoldenFile = "golden-gantry.json"
+
+// updateGantry re-records gantryGoldenFile only: -update re-records the
+// simulator's golden matrix, which a policy change must not move.
+var updateGantry = flag.Bool("update-gantry", false, "re-record gantry's golden results (testdata/golden-gantry.json)")
 
 // gantryGolden is one run's figures and a digest of every request's
 // response time, in completion order.
@@ -36,9 +42,9 @@ type gantryGolden struct {
 // figure, and every request's response time, with the recorded ones: a
 // change to the simulator or to the policy's code that is meant to be
 // faster, not different, must not move any of them. A change to gantry's
-// rules moves them by design: it re-records the file with -update and
-// says so (the helpers tuning the rules, and the integrator after
-// merging them).
+// rules moves them by design: it re-records the file and
+// says so (-update-gantry: the helpers tuning the rules, and the
+// integrator after merging them).
 func TestGantryResultsAreUnchanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs gantry on a small matrix")
@@ -65,7 +71,7 @@ func TestGantryResultsAreUnchanged(t *testing.T) {
 	}
 	out = append(out, '\n')
 	path := filepath.Join("testdata", gantryGoldenFile)
-	if *updateGolden {
+	if *updateGantry {
 		if err := os.WriteFile(path, out, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +86,7 @@ func TestGantryResultsAreUnchanged(t *testing.T) {
 	}
 	var before []gantryGolden
 	if err := json.Unmarshal(want, &before); err != nil || len(before) != len(got) {
-		t.Fatalf("%s holds %d runs, the matrix %d (%v); re-record with -update if the change is meant", path, len(before), len(got), err)
+		t.Fatalf("%s holds %d runs, the matrix %d (%v); re-record with -update-gantry if the change is meant", path, len(before), len(got), err)
 	}
 	for i := range got {
 		a, _ := json.Marshal(got[i])
@@ -89,7 +95,7 @@ func TestGantryResultsAreUnchanged(t *testing.T) {
 			t.Errorf("%s changed:\n got %s\nwant %s", got[i].Run, a, b)
 		}
 	}
-	t.Log("re-record with -update only if the change is meant to move gantry's results")
+	t.Log("re-record with -update-gantry only if the change is meant to move gantry's results (a change to its rules)")
 }
 
 type goldenGantryRun struct {
