@@ -34,14 +34,18 @@ type Acc struct {
 	cell    int64 // grid step δ
 	prewarm int
 	work    float64
-	// lens are window lengths; dens[k][i] accumulates (as a difference
-	// array) the work of the jobs that lie wholly inside the window
-	// [i·δ, i·δ + lens[k]].
+	// lens are window lengths; dens[i·len(lens)+k] accumulates (as a
+	// difference array over i) the work of the jobs that lie wholly
+	// inside the window [i·δ, i·δ + lens[k]]. The windows of one cell are
+	// side by side: a job ends every window's span at the same cell, so
+	// Add writes those in one cache line instead of one per window.
 	lens []int64
-	// lensQ and lensR are each window length's quotient and remainder
-	// by the cell, so Add finds a job's cells with one division.
-	lensQ, lensR []int64
-	dens         [][]float64
+	// wins are each window length's quotient and remainder by the cell,
+	// so Add finds a job's cells with one division.
+	wins []window
+	dens []float64
+	// cells is the length of each window's difference array.
+	cells int
 	// phi is the index in lens of the window of length c - δ that the
 	// forward-maximum bound uses, or -1 when the grid is too coarse.
 	phi int
@@ -83,15 +87,18 @@ func New(cold, horizon, slo time.Duration, prewarm int) *Acc {
 	}
 	a.comp = make([]int32, cells+1)
 	for _, l := range a.lens {
-		a.lensQ = append(a.lensQ, l/cell)
-		a.lensR = append(a.lensR, l%cell)
+		a.wins = append(a.wins, window{q: l / cell, r: l % cell})
 	}
-	a.dens = make([][]float64, len(a.lens))
-	for k := range a.dens {
-		a.dens[k] = make([]float64, cells+1)
-	}
+	a.cells = cells + 1
+	a.dens = make([]float64, a.cells*len(a.lens))
 	return a
 }
+
+// window is a window length's quotient and remainder by the cell.
+type window struct{ q, r int64 }
+
+// den is window k's difference array value at cell i.
+func (a *Acc) den(i, k int) float64 { return a.dens[i*len(a.wins)+k] }
 
 // Add records a job. A job whose window cannot hold it is impossible to
 // serve in time; it still counts as work.
@@ -106,18 +113,21 @@ func (a *Acc) Add(j Job) {
 	// for every window, for two divisions in all.
 	qD := floorDiv(j.Deadline, a.cell)
 	rD := j.Deadline - qD*a.cell
-	release := floorDiv(j.Release, a.cell)
-	for k := range a.lens {
-		lo := qD - a.lensQ[k]
-		if rD > a.lensR[k] {
-			lo++
-		}
-		d := a.dens[k]
-		lo = max(lo, 0)
-		hi := min(release, int64(len(d)-2))
-		if lo <= hi {
-			d[lo] += p
-			d[hi+1] -= p
+	// Every window's span of cells ends at the release's: the job's
+	// subtractions are side by side (dens). Each value still takes the
+	// same additions in the same order as with one array per window.
+	if hi := min(floorDiv(j.Release, a.cell), int64(a.cells-2)); hi >= 0 {
+		n := int64(len(a.wins))
+		end := a.dens[(hi+1)*n : (hi+2)*n]
+		for k, w := range a.wins {
+			lo := qD - w.q
+			if rD > w.r {
+				lo++
+			}
+			if lo = max(lo, 0); lo <= hi {
+				a.dens[lo*n+int64(k)] += p
+				end[k] -= p
+			}
 		}
 	}
 	if lo, hi := ceilDiv(j.Deadline-j.Exec, a.cell), floorDiv(j.Release+j.Exec, a.cell)-1; lo <= hi {
@@ -167,11 +177,13 @@ type Result struct {
 // Result computes the bound.
 func (a *Acc) Result() Result {
 	r := Result{Jobs: a.n, Work: a.work}
-	for k, l := range a.lens {
-		run := 0.0
-		for _, v := range a.dens[k][:len(a.dens[k])-1] {
-			run += v
-			r.PeakNeed = max(r.PeakNeed, need(run, l))
+	// One pass over the cells sums every window's difference array.
+	n := len(a.lens)
+	run := make([]float64, n)
+	for i := range a.cells - 1 {
+		for k, v := range a.dens[i*n : (i+1)*n] {
+			run[k] += v
+			r.PeakNeed = max(r.PeakNeed, need(run[k], a.lens[k]))
 		}
 	}
 	cover := a.cover()
@@ -196,11 +208,10 @@ func (a *Acc) Result() Result {
 // container-time that comes on top of Work.
 func (a *Acc) anticipation(cover []int32) float64 {
 	l := a.lens[a.phi]
-	d := a.dens[a.phi]
-	h := make([]float64, len(d))
+	h := make([]float64, a.cells)
 	run := 0.0
-	for i := range len(d) - 1 {
-		run += d[i]
+	for i := range a.cells - 1 {
+		run += a.den(i, a.phi)
 		h[i] = float64(need(run, l))
 	}
 	// The busy containers at any u in a cell are at least the compulsory

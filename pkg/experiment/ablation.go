@@ -41,8 +41,9 @@ func AblationVariants() []string {
 		"gantry",
 		"gantry-no-slo-sizing",    // the stream cap a + sqrt(D·a) instead of M/G/n sizing for the SLO target
 		"gantry-no-age-retire",    // quarter-steps at window boundaries instead of idle-age retirement
-		"gantry-no-burst-alarm",   // no on-arrival burst alarm (the warm buffer stays)
+		"gantry-no-burst-alarm",   // no on-arrival burst alarm (and, as in gantry, no warm buffer)
 		"gantry-warm-buffer",      // the warm buffer put back (gantry has none since 2 December)
+		"gantry-panic",            // the panic rule's per-tick test and multiplied, held target instead of the alarm's additive excess
 		"gantry-no-refused",       // a request the full queue refuses is not counted as demand
 		"gantry-no-steady-excess", // no retirement of the excess above the target on steady load
 		"gantry-stream",           // every rule off

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gantry.dev/gantry/pkg/bound"
+	"gantry.dev/gantry/pkg/workload"
 )
 
 // Bound is what the run's realised requests allow, whatever the policy
@@ -36,6 +37,7 @@ func realize(ctx context.Context, cfg *Config, visit func(id, arrival int64, exe
 	execKey, outKey := &keyedSource{}, &keyedSource{}
 	execRng, outRng := rand.New(execKey), rand.New(outKey)
 	exec := make([]int64, len(cfg.App.Chain))
+	draws := samplers(cfg.App)
 	var id int64
 	for t, ok := e.nextArrival(0); ok; t, ok = e.nextArrival(t) {
 		if id%checkEvery == 0 && ctx.Err() != nil {
@@ -45,7 +47,8 @@ func realize(ctx context.Context, cfg *Config, visit func(id, arrival int64, exe
 		if !(size > 0) || math.IsInf(size, 0) {
 			return fmt.Errorf("%w: distribution %q drew input size %v", ErrBadConfig, cfg.Dist.Name(), size)
 		}
-		for f, fn := range cfg.App.Chain {
+		for f := range draws {
+			fn := &draws[f]
 			execKey.reset(cfg.Seed, id, int32(f), streamExec)
 			exec[f] = int64(fn.Exec(size, execRng))
 			outKey.reset(cfg.Seed, id, int32(f), streamOutput)
@@ -55,6 +58,15 @@ func realize(ctx context.Context, cfg *Config, visit func(id, arrival int64, exe
 		id++
 	}
 	return nil
+}
+
+// samplers are the draws of each function of app's chain.
+func samplers(app workload.App) []workload.Sampler {
+	out := make([]workload.Sampler, len(app.Chain))
+	for i, f := range app.Chain {
+		out[i] = f.Sampler()
+	}
+	return out
 }
 
 // computeBound streams the realised requests into one bound accumulator

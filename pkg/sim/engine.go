@@ -13,8 +13,22 @@ import (
 )
 
 // epoch is the wall-clock instant virtual time 0 maps to for the policy.
-// Any fixed instant works; policies only compare and subtract times.
-var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+// Any fixed instant works; policies only compare and subtract times. It
+// carries a monotonic clock reading (withMonotonic), as the live
+// dispatcher's time.Now readings do, and so does every time derived
+// from it with Add.
+var epoch = withMonotonic(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+
+// withMonotonic is t with a monotonic clock reading. Sub, Before and
+// Equal between two times that both carry one compare the readings, two
+// integers, instead of the wall clocks, whose Sub checks its own result
+// for overflow with an Add and an Equal: that check was a tenth of
+// gantry's cost per simulated request. The reading moves with Add exactly
+// as the wall clock does, so every difference and comparison is the same.
+func withMonotonic(t time.Time) time.Time {
+	now := time.Now()
+	return now.Add(t.Sub(now))
+}
 
 // maxDrain bounds how long the engine keeps running after the trace ends
 // waiting for requests in flight; reaching it means the policy starved a
@@ -42,7 +56,9 @@ type request struct {
 
 // fnRuntime is one function's live state in the engine.
 type fnRuntime struct {
-	f        workload.Function
+	f workload.Function
+	// draw samples its execution times and outputs (drawChain).
+	draw     workload.Sampler
 	slo      int64
 	deadline int64 // cumulative SLO up to and including this function
 	// asyncDeadline is an async request's budget up to here (policy.AsyncBudget).
@@ -160,7 +176,7 @@ func newEngine(ctx context.Context, cfg Config, pol policy.Policy) (*engine, err
 	e.execRng, e.outRng = rand.New(e.execKey), rand.New(e.outKey)
 	slos, cum := functionSLOs(cfg.App)
 	for i, f := range cfg.App.Chain {
-		e.fns = append(e.fns, fnRuntime{f: f, slo: int64(slos[i]), deadline: int64(cum[i]), lat: newLatency(slos[i]),
+		e.fns = append(e.fns, fnRuntime{f: f, draw: f.Sampler(), slo: int64(slos[i]), deadline: int64(cum[i]), lat: newLatency(slos[i]),
 			asyncDeadline: int64(policy.AsyncBudget(cum[i], cfg.App.SLO, cfg.AsyncDeadline)),
 			queue:         policy.NewRunQueue[int32](e.order, policy.RoundLen(cfg.Tick, slos[i])),
 			idle:          newIdlePool(cfg.Nodes)})
@@ -335,7 +351,7 @@ func (e *engine) drawChain(r int32) {
 	size := req.size
 	var total int64
 	for f := range e.fns {
-		fn := &e.fns[f].f
+		fn := &e.fns[f].draw
 		e.execKey.reset(e.cfg.Seed, req.id, int32(f), streamExec)
 		execs[f] = int64(fn.Exec(size, e.execRng))
 		e.outKey.reset(e.cfg.Seed, req.id, int32(f), streamOutput)
@@ -381,11 +397,18 @@ func (e *engine) enqueue(fn int32, r int32) {
 	req := &e.reqs[r]
 	req.fn, req.enq = fn, e.now
 	rt := &e.fns[fn]
-	req.pred = e.con.Estimate(int(fn), req.size)
 	a := policy.Arrival{Queued: rt.queue.Len(), Free: rt.idle.len() > 0, MaxQueue: e.maxQueue()}
 	where := e.con.Admit(a)
 	if where == policy.StartOwn && !e.bindNew(fn, r) {
 		where = policy.Queue(a)
+	}
+	// The estimate is what a queued request carries (policy.Caps.Estimates);
+	// a request that does not queue needs one only where the detailed
+	// view reads the running requests' (scale.go). Admit, bindNew and
+	// Refused change nothing Estimate reads, so it is the same estimate
+	// as one made before them.
+	if where == policy.Enqueue || e.detail {
+		req.pred = e.con.Estimate(int(fn), req.size)
 	}
 	switch where {
 	case policy.RunNow:

@@ -11,6 +11,7 @@ import (
 
 	"gantry.dev/gantry/pkg/bound"
 	"gantry.dev/gantry/pkg/policy"
+	"gantry.dev/gantry/pkg/workload"
 )
 
 // follower makes the engine follow the oracle's plan to the job
@@ -47,6 +48,8 @@ type follower struct {
 	src             *engine
 	sizeRng         *rand.Rand
 	execKey, outKey *keyedSource
+	// draws samples each function's execution times and outputs.
+	draws           []workload.Sampler
 	execRng, outRng *rand.Rand
 	nextArr, nextID int64
 	hasArr          bool
@@ -186,6 +189,7 @@ func newFollower(ctx context.Context, cfg *Config, e *engine, rule planRule) *fo
 	f.src.arrRng = rand.New(rand.NewPCG(cfg.Seed, 1))
 	f.sizeRng = rand.New(rand.NewPCG(cfg.Seed, 2))
 	f.execKey, f.outKey = &keyedSource{}, &keyedSource{}
+	f.draws = samplers(cfg.App)
 	f.execRng, f.outRng = rand.New(f.execKey), rand.New(f.outKey)
 	f.nextArr, f.hasArr = f.src.nextArrival(0)
 	_, cum := functionSLOs(cfg.App)
@@ -384,7 +388,7 @@ func (f *follower) arrive() bool {
 // The last function's output is not drawn: nothing plans with it.
 func (f *follower) draw(id int64, fn int32, size float64) (int64, float64) {
 	cfg := f.cfg
-	fc := &cfg.App.Chain[fn]
+	fc := &f.draws[fn]
 	f.execKey.reset(cfg.Seed, id, fn, streamExec)
 	exec := int64(fc.Exec(size, f.execRng))
 	if int(fn)+1 == len(cfg.App.Chain) {

@@ -43,8 +43,12 @@ type Function struct {
 // Exec samples one execution time. It is log-normal around ExecMean so that
 // it is always positive and its mean stays ExecMean.
 func (f Function) Exec(size float64, rng *rand.Rand) time.Duration {
+	return f.exec(size, newSpread(f.ExecNoise), rng)
+}
+
+func (f *Function) exec(size float64, s spread, rng *rand.Rand) time.Duration {
 	mean := float64(f.ExecMean(size))
-	d := time.Duration(mean * lognormalFactor(f.ExecNoise, rng))
+	d := time.Duration(mean * s.factor(rng))
 	return max(d, MinExec)
 }
 
@@ -54,8 +58,37 @@ const MinExec = time.Microsecond
 
 // Output samples one output size, always positive.
 func (f Function) Output(size float64, rng *rand.Rand) float64 {
-	out := f.OutputMean(size) * lognormalFactor(f.OutputNoise, rng)
+	return f.output(size, newSpread(f.OutputNoise), rng)
+}
+
+func (f *Function) output(size float64, s spread, rng *rand.Rand) float64 {
+	out := f.OutputMean(size) * s.factor(rng)
 	return max(out, minSize)
+}
+
+// Sampler draws one function's execution times and output sizes, the
+// same draws as Function.Exec and Function.Output from the same random
+// numbers, with the log-normal spreads worked out once instead of at
+// every draw (a logarithm and a square root each: a twentieth of the
+// simulator's cost per request).
+type Sampler struct {
+	f         Function
+	exec, out spread
+}
+
+// Sampler returns f's sampler.
+func (f Function) Sampler() Sampler {
+	return Sampler{f: f, exec: newSpread(f.ExecNoise), out: newSpread(f.OutputNoise)}
+}
+
+// Exec is Function.Exec.
+func (s *Sampler) Exec(size float64, rng *rand.Rand) time.Duration {
+	return s.f.exec(size, s.exec, rng)
+}
+
+// Output is Function.Output.
+func (s *Sampler) Output(size float64, rng *rand.Rand) float64 {
+	return s.f.output(size, s.out, rng)
 }
 
 // minSize keeps every sampled size strictly positive so that log-space fits
@@ -64,11 +97,30 @@ const minSize = 1e-6
 
 // lognormalFactor returns a factor with mean 1 and relative spread about cv.
 func lognormalFactor(cv float64, rng *rand.Rand) float64 {
+	return newSpread(cv).factor(rng)
+}
+
+// spread is a log-normal factor's parameters for a relative spread cv:
+// σ = √ln(1+cv²), and σ²/2, which keeps the factor's mean at 1. A cv of
+// 0 or less draws nothing and gives 1.
+type spread struct {
+	on          bool
+	sigma, half float64
+}
+
+func newSpread(cv float64) spread {
 	if cv <= 0 {
-		return 1
+		return spread{}
 	}
 	sigma := math.Sqrt(math.Log1p(cv * cv))
-	return math.Exp(sigma*rng.NormFloat64() - sigma*sigma/2)
+	return spread{on: true, sigma: sigma, half: sigma * sigma / 2}
+}
+
+func (s spread) factor(rng *rand.Rand) float64 {
+	if !s.on {
+		return 1
+	}
+	return math.Exp(s.sigma*rng.NormFloat64() - s.half)
 }
 
 // App is a chain of functions invoked in order; the output of one is the

@@ -138,3 +138,49 @@ func TestWithSizeRangeRecomputesTheSLO(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplerDrawsWhatExecAndOutputDraw: a Sampler is only faster. From
+// the same random numbers it draws, to the bit, what Exec and Output
+// draw, and those what the log-normal formula gives with σ worked out
+// at every draw; a spread of 0 draws nothing and gives the mean.
+func TestSamplerDrawsWhatExecAndOutputDraw(t *testing.T) {
+	for _, name := range Names() {
+		app, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range app.Chain {
+			s := f.Sampler()
+			a, b, c := rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2))
+			for i := range 2000 {
+				size := app.MinSize + (app.MaxSize-app.MinSize)*float64(i)/2000
+				want := time.Duration(float64(f.ExecMean(size)) * formulaFactor(f.ExecNoise, c))
+				if got, exec := s.Exec(size, a), f.Exec(size, b); got != exec || got != max(want, MinExec) {
+					t.Fatalf("%s at %v: sampler %v, Exec %v, formula %v", f.Name, size, got, exec, want)
+				}
+				want2 := f.OutputMean(size) * formulaFactor(f.OutputNoise, c)
+				if got, out := s.Output(size, a), f.Output(size, b); got != out || got != max(want2, minSize) {
+					t.Fatalf("%s at %v: sampler output %v, Output %v, formula %v", f.Name, size, got, out, want2)
+				}
+			}
+		}
+	}
+	quiet := Function{ExecMean: func(float64) time.Duration { return time.Second }, OutputMean: func(s float64) float64 { return s }}
+	s, rng := quiet.Sampler(), rand.New(rand.NewPCG(3, 4))
+	if got := s.Exec(2, rng); got != time.Second {
+		t.Errorf("no noise: exec %v, want the mean 1s", got)
+	}
+	if after := rng.Uint64(); after != rand.New(rand.NewPCG(3, 4)).Uint64() {
+		t.Error("no noise drew a random number")
+	}
+}
+
+// formulaFactor is the log-normal factor of mean 1 and relative spread
+// cv, written out.
+func formulaFactor(cv float64, rng *rand.Rand) float64 {
+	if cv <= 0 {
+		return 1
+	}
+	sigma := math.Sqrt(math.Log1p(cv * cv))
+	return math.Exp(sigma*rng.NormFloat64() - sigma*sigma/2)
+}
