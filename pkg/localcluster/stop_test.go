@@ -1,6 +1,9 @@
 package localcluster
 
 import (
+	"context"
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -118,5 +121,30 @@ func TestStopReturnsOnceTheComponentsExitNotAfterTheBound(t *testing.T) {
 		if !p.exited() {
 			t.Errorf("%s still runs after Stop", p.name)
 		}
+	}
+}
+
+// cancelOnWrite cancels a context at the first progress line.
+type cancelOnWrite struct{ cancel context.CancelFunc }
+
+func (w cancelOnWrite) Write(p []byte) (int, error) { w.cancel(); return len(p), nil }
+
+// `gantry cluster up` interrupted while the cluster starts leaves nothing:
+// the detached process and its components stop, and the folder goes.
+func TestUpInterruptedWhileStartingLeavesNothing(t *testing.T) {
+	requireBinaries(t)
+	t.Setenv(serveEnv, "1")
+	dir := filepath.Join(t.TempDir(), "cluster")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	_, err := Up(ctx, Options{Dir: dir}, []string{os.Args[0], dir}, cancelOnWrite{cancel})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted Up = %v, want context.Canceled", err)
+	}
+	if left := pidsMentioning(t, dir); len(left) > 0 {
+		t.Errorf("processes %v still run after an interrupted Up", left)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s is still there after an interrupted Up: %v", dir, err)
 	}
 }
