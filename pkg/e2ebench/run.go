@@ -165,7 +165,10 @@ func runOne(ctx context.Context, cfg *rest.Config, opts Options, orch string, lo
 		// interrupt gives it a moment, as the cluster is going too.
 		d := 30 * time.Second
 		if ctx.Err() != nil {
+			// Open requests are answered at once, as on a second
+			// SIGTERM, instead of within the gateway's 2 s.
 			d = interruptGrace
+			srv.Hurry()
 		}
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 		defer scancel()
