@@ -227,7 +227,11 @@ cluster_down() { # the time of `gantry cluster down`, and what it left
 
 ready_http() { curl -fsS -o /dev/null --max-time 1 "$1" 2>/dev/null; }
 
-want() { [[ $1 =~ $CASES ]]; }
+want() { # want NAME...: CASES matches one of the case names
+	local n
+	for n in "$@"; do [[ $n =~ $CASES ]] && return 0; done
+	return 1
+}
 
 CASE_NAMES=("cluster up" "cluster up --process-nodes 1" "cluster up --knative" "cluster serve" "cluster serve --knative"
 	"node" "controller" "controller --knative" "serve --backend kubernetes" "serve --knative-ingress"
@@ -276,14 +280,14 @@ for sig in $SIGNALS; do
 done
 
 # The commands that join a running cluster.
-if want "node|controller$|serve --backend"; then
+if want node controller "serve --backend kubernetes"; then
 	# One function on the process node, as a Deployment: the backend's
 	# informers and autoscaler run, and it holds a pod when stopped.
 	printf 'version: 1.0\nfunctions:\n  sentiment:\n    image: dev.local/gantry-fn:sentiment\n    kind: deployment\n    scale: {min: 1}\n' >"$W/stack.yml"
 	KC=$(cluster_up base --nodes 1 --process-nodes 1)
 	kubectl --kubeconfig "$KC" apply --server-side -f config/crd/bases/gantry.dev_rtresources.yaml >/dev/null
 fi
-if want "controller --knative|serve --knative-ingress"; then
+if want "controller --knative" "serve --knative-ingress"; then
 	KN=$(cluster_up kn --knative)
 	kubectl --kubeconfig "$KN" apply --server-side -f config/crd/bases/gantry.dev_rtresources.yaml >/dev/null
 	kubectl --kubeconfig "$KN" apply -f config/knative/rbac.yaml >/dev/null
@@ -295,7 +299,7 @@ for sig in $SIGNALS; do
 				"$GANTRY" node --name "sigint-${sig,,}-$phase" --kubeconfig "$KC"
 			kubectl --kubeconfig "$KC" delete node "sigint-${sig,,}-$phase" --wait=false >/dev/null 2>&1
 		fi
-		if want "controller$"; then
+		if want controller; then
 			p=$(freeport)
 			START_AFTER_CASE=0.5 measure controller "$phase" "$sig" "ready_http http://127.0.0.1:$p/readyz" \
 				"$GANTRY" controller --kubeconfig "$KC" --http-address "127.0.0.1:$p"
@@ -307,7 +311,7 @@ for sig in $SIGNALS; do
 				--knative-webhook-address "127.0.0.1:$h" --knative-webhook-host 127.0.0.1 \
 				--knative-webhook-url "https://127.0.0.1:$h/mutate"
 		fi
-		if want "serve --backend"; then
+		if want "serve --backend kubernetes"; then
 			p=$(freeport)
 			START_AFTER_CASE=0.5 measure "serve --backend kubernetes" "$phase" "$sig" "ready_http http://127.0.0.1:$p/healthz" \
 				"$GANTRY" serve --backend kubernetes --kubeconfig "$KC" --namespace default --addr "127.0.0.1:$p" \
@@ -321,8 +325,8 @@ for sig in $SIGNALS; do
 		fi
 	done
 done
-if want "node|controller$|serve --backend"; then cluster_down base; fi
-if want "controller --knative|serve --knative-ingress"; then cluster_down kn; fi
+if want node controller "serve --backend kubernetes"; then cluster_down base; fi
+if want "controller --knative" "serve --knative-ingress"; then cluster_down kn; fi
 
 # The benchmarks, each with a control plane (or two) of its own.
 for sig in $SIGNALS; do
@@ -330,11 +334,11 @@ for sig in $SIGNALS; do
 		START_AFTER_CASE=3 measure "bench orchestration --quick" start "$sig" false "$GANTRY" bench orchestration --quick
 		measure "bench orchestration --quick" run "$sig" 'grep -q "rep 1: [0-9]* of" "$LOG"' "$GANTRY" bench orchestration --quick
 	fi
-	if want "bench orchestration --knative"; then
+	if want "bench orchestration --knative --quick"; then
 		START_AFTER_CASE=3 measure "bench orchestration --knative --quick" start "$sig" false "$GANTRY" bench orchestration --knative --quick
 		measure "bench orchestration --knative --quick" run "$sig" 'grep -q "rep 1: [0-9]* of" "$LOG"' "$GANTRY" bench orchestration --knative --quick
 	fi
-	if want "bench e2e"; then
+	if want "bench e2e --quick"; then
 		START_AFTER_CASE=3 measure "bench e2e --quick" start "$sig" false "$GANTRY" bench e2e --quick
 		measure "bench e2e --quick" run "$sig" 'grep -q "requests/s for" "$LOG"' "$GANTRY" bench e2e --quick
 	fi
