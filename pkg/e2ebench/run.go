@@ -70,6 +70,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		logf("stopping the local control plane")
 		_ = c.Stop()
 	}()
+	// An interrupt stops the control plane at once, beside the run's own
+	// unwinding, which then meets closed connections instead of waiting:
+	// nothing of the run outlives the cluster, so within a second.
+	defer context.AfterFunc(ctx, func() { _ = c.Stop() })()
 	for _, n := range c.ProcessNodes() {
 		if !n.Routed() {
 			return nil, fmt.Errorf("%w: node %s has %s", ErrNotRouted, n.Name(), n.Addresses())
@@ -96,6 +100,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.Interrupted = ctx.Err() != nil
 	return rep, nil
 }
+
+// interruptGrace is how long an interrupted run waits for its requests in
+// flight and for the gateway's shutdown: the whole run stops within a second.
+const interruptGrace = 200 * time.Millisecond
 
 // runOne deploys the function for one orchestrator, warms it, drives it
 // under churn and removes it again.
@@ -154,10 +162,13 @@ func runOne(ctx context.Context, cfg *rest.Config, opts Options, orch string, lo
 	}
 	defer func() {
 		// The gateway deletes the function's object on the way out; an
-		// interrupt gives it a second, the namespace's deletion does the rest.
+		// interrupt gives it a moment, as the cluster is going too.
 		d := 30 * time.Second
 		if ctx.Err() != nil {
-			d = time.Second
+			// Open requests are answered at once, as on a second
+			// SIGTERM, instead of within the gateway's 2 s.
+			d = interruptGrace
+			srv.Hurry()
 		}
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 		defer scancel()
@@ -203,7 +214,7 @@ func runOne(ctx context.Context, cfg *rest.Config, opts Options, orch string, lo
 	)
 	logf("%s: %.0f requests/s for %v under %s churn at burst %d", orch, opts.Rate, opts.Duration, opts.Mode, opts.Burst)
 	res, err := loadgen.Run(ctx, loadgen.Config{URL: url, Trace: tr, MinSize: opts.Size, MaxSize: opts.Size,
-		Seed: opts.Seed, SLO: opts.SLO, Timeout: time.Minute, Drain: time.Second,
+		Seed: opts.Seed, SLO: opts.SLO, Timeout: time.Minute, Drain: interruptGrace,
 		ProgressEvery: 5 * time.Second,
 		Progress: func(sent, done int64, elapsed, total time.Duration) {
 			if ctx.Err() != nil {
@@ -312,14 +323,17 @@ func createNamespace(ctx context.Context, kc kubernetes.Interface, ns string) er
 	})
 }
 
-// deleteNamespaces deletes the run's namespaces and, unless interrupted,
-// waits briefly for them to go, so the next run does not meet their
-// garbage collection.
+// deleteNamespaces deletes the run's namespaces and waits briefly for them
+// to go, so the next run does not meet their garbage collection; an
+// interrupted run leaves them to the cluster's stop.
 func deleteNamespaces(ctx context.Context, kc kubernetes.Interface, logf func(string, ...any), names ...string) {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if ctx.Err() != nil {
+		return // interrupted: the cluster goes with the run
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, ns := range names {
-		_ = kc.CoreV1().Namespaces().Delete(bg, ns, metav1.DeleteOptions{})
+		_ = kc.CoreV1().Namespaces().Delete(dctx, ns, metav1.DeleteOptions{})
 	}
 	if ctx.Err() != nil {
 		return

@@ -67,14 +67,35 @@ func Up(ctx context.Context, opts Options, argv []string, progress io.Writer) (s
 	if err != nil {
 		return "", err
 	}
-	go func() { _ = cmd.Wait() }() // reap it if it exits while we live
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }() // reap it if it exits while we live
 	kubeconfig, err := relay(ctx, ready, progress)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted: the cluster that never was goes, folder and all.
+		return "", fmt.Errorf("cluster up: %w", errors.Join(ctx.Err(), abandon(cmd, exited, dir)))
+	}
 	if err != nil {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		log := filepath.Join(dir, serveLog)
 		return "", fmt.Errorf("the cluster did not start: %w; its log is %s:\n%s", err, log, tailFile(log, logTailLines))
 	}
 	return kubeconfig, nil
+}
+
+// abandon stops a cluster interrupted while it started (SIGTERM: its
+// start-up is cancelled and it kills what it started; SIGKILL after
+// downTimeout), then removes what its nodes left and dir.
+func abandon(cmd *exec.Cmd, exited <-chan struct{}, dir string) error {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case <-exited:
+	case <-time.After(downTimeout):
+		_ = cmd.Process.Kill()
+		<-exited
+		err = fmt.Errorf("the cluster in %s ignored SIGTERM for %s and was killed", dir, downTimeout)
+	}
+	return errors.Join(err, cleanupNetworks(dir), os.RemoveAll(dir))
 }
 
 // claimDir makes dir ready for a new cluster: it may be missing, empty, or

@@ -52,9 +52,12 @@
 //
 // Each component runs in its own process group with a parent-death signal, so
 // it dies with the process that started it even if that process crashes. Stop
-// sends SIGTERM to kwok, the scheduler and the controller manager, then to
-// kube-apiserver, then to etcd, each with 10 s before SIGKILL. A temp folder
-// left by a process that died without Stop is removed by the next Start.
+// stops everything together, within about a second: the Knative ingress, the
+// process nodes (their pods get 200 ms between SIGTERM and SIGKILL), kwok, the
+// scheduler and the controller manager (SIGTERM, SIGKILL after 500 ms), and
+// kube-apiserver and etcd with SIGKILL at once, since the cluster's data goes
+// with it. A temp folder left by a process that died without Stop is removed
+// by the next Start.
 //
 // # Knative
 //

@@ -31,7 +31,7 @@ func TestComponentsOutliveTheThreadThatStartedThem(t *testing.T) {
 	if s.err != nil {
 		t.Fatal(s.err)
 	}
-	defer s.p.stop(time.Second)
+	defer stopTogether([]*process{s.p}, time.Second)
 	select {
 	case <-s.p.done:
 		t.Fatalf("the component died when its starting thread exited: %v", s.p.waitErr)

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
-	"time"
 
 	"gantry.dev/gantry/pkg/childproc"
 )
@@ -71,22 +70,11 @@ func (p *process) exitError() error {
 	return fmt.Errorf("%s: %w (%s); last lines of %s:\n%s", p.name, ErrComponentExited, status, p.logPath, tailFile(p.logPath, logTailLines))
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after grace, and
-// waits until the process is reaped. It reports whether SIGKILL was needed.
-func (p *process) stop(grace time.Duration) (killed bool) {
-	if p.exited() {
-		return false
-	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return false
-	case <-t.C:
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.done
-		return true
+// signal sends sig to the process's group, unless the process has been
+// reaped (its pid may be another's by then).
+func (p *process) signal(sig syscall.Signal) {
+	if !p.exited() {
+		_ = syscall.Kill(-p.pid(), sig)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,6 +23,12 @@ import (
 // MaxProcessNodes bounds Options.ProcessNodes: each node claims a /24 of pod
 // addresses and runs in the cluster's process.
 const MaxProcessNodes = 16
+
+// podStopGrace is how long a pod gets between SIGTERM and SIGKILL when
+// the cluster stops. The control plane goes at the same moment, so a pod's
+// orderly exit saves nothing, and Knative's activator and queue-proxy drain
+// for seconds on SIGTERM: they always take the whole grace.
+const podStopGrace = 200 * time.Millisecond
 
 // ProcessNodeName is the name of the i-th process node (from 0).
 func ProcessNodeName(i int) string { return fmt.Sprintf("process-node-%d", i) }
@@ -113,7 +121,7 @@ func (c *Cluster) startProcessNodes(ctx context.Context) error {
 		n, err := processnode.Start(ctx, processnode.Config{
 			Name: name, Client: client, Dir: c.path(name),
 			Programs: c.opts.Programs, Images: c.opts.Images, MaxPods: c.opts.NodePods,
-			TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(logf, nil)),
+			TLS: tlsCfg, Logger: slog.New(slog.NewTextHandler(logf, nil)), ShutdownGrace: podStopGrace,
 			APIServer: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports.apiserver)),
 		})
 		if err != nil {
@@ -132,16 +140,17 @@ func (c *Cluster) startProcessNodes(ctx context.Context) error {
 // Routed says whether the EndpointSlice controller can publish its pods.
 func (c *Cluster) ProcessNodes() []*processnode.Node { return slices.Clone(c.pnodes) }
 
-// stopProcessNodes stops the process nodes and their pods, before the rest
-// of the cluster, so no pod outlives it.
+// stopProcessNodes stops the process nodes and their pods, all at once.
 func (c *Cluster) stopProcessNodes() error {
-	var err error
-	for _, n := range c.pnodes {
-		err = errors.Join(err, n.Stop())
+	errs := make([]error, len(c.pnodes))
+	var wg sync.WaitGroup
+	for i, n := range c.pnodes {
+		wg.Go(func() { errs[i] = n.Stop() })
 	}
+	wg.Wait()
 	for _, f := range c.pnodeLogs {
 		f.Close()
 	}
 	c.pnodes, c.pnodeLogs = nil, nil
-	return err
+	return errors.Join(errs...)
 }

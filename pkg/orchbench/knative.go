@@ -158,7 +158,11 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 		if err != nil {
 			return nil, err
 		}
+		// An interrupt stops the control plane at once, beside the run's
+		// unwinding (run.go's connect).
+		unwatch := context.AfterFunc(ctx, func() { _ = c.Stop() })
 		stop = func() {
+			unwatch()
 			k.logf("stopping the local control plane")
 			_ = c.Stop()
 		}

@@ -133,7 +133,12 @@ func (r *runner) connect(ctx context.Context, ctl string) (func(), error) {
 		if err != nil {
 			return nil, err
 		}
+		// An interrupt stops the control plane at once, beside the run's
+		// unwinding, which then meets closed connections instead of
+		// waiting: the whole run stops within a second.
+		unwatch := context.AfterFunc(ctx, func() { _ = c.Stop() })
 		stop = func() {
+			unwatch()
 			r.logf("stopping the local control plane")
 			_ = c.Stop()
 		}

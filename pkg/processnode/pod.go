@@ -144,7 +144,11 @@ func (r *podRun) finish() {
 		r.hostsGone = true
 		removeHosts(r.netns)
 		r.mu.Unlock()
-		r.p.cfg.Net.delPod(r.ip)
+		// A stopping node removes every pod's namespace in one go
+		// (podNet.close) once the pods are gone.
+		if !r.p.isClosed() {
+			r.p.cfg.Net.delPod(r.ip)
+		}
 	}
 	removeMemoryDirs(r.dir)
 	if r.ip.IsValid() {

@@ -344,6 +344,13 @@ func (p *Provider) notifier(ctx context.Context) {
 	}
 }
 
+// isClosed reports whether Close has begun: the node is stopping.
+func (p *Provider) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 // Close stops every pod, giving each at most ShutdownGrace between SIGTERM
 // and SIGKILL, and waits until their processes are gone.
 func (p *Provider) Close() {
