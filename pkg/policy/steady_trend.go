@@ -54,11 +54,13 @@ func (c *core) observeTrend(level float64) {
 }
 
 // trendRate is the rate (per second) the trend adds to the EWMA's
-// prediction: b/α per window, or 0 off steady load, before trendWindows
-// levels, or while b is within trendZ standard deviations of 0.
+// prediction: b/α per window, or 0 before trendWindows levels, while b is
+// within trendZ standard deviations of 0, or while the last few windows
+// were not steady (the fast dispersion alone, not steadyLoad: a level
+// that jumped, as after a load's partial first window, is no ramp).
 func (c *core) trendRate() float64 {
 	t := &c.trend
-	if !c.p.loadTrend || t.n < trendWindows || !c.steadyLoad() {
+	if d, ok := c.dispersion(); !c.p.loadTrend || t.n < trendWindows || !ok || d >= steadyDispersion {
 		return 0
 	}
 	if t.slope*t.slope <= trendZ*trendZ*t.vari*trendBeta/(2-trendBeta) {
