@@ -46,6 +46,7 @@ func AblationVariants() []string {
 		"gantry-panic",            // the panic rule's per-tick test and multiplied, held target instead of the alarm's additive excess
 		"gantry-no-refused",       // a request the full queue refuses is not counted as demand
 		"gantry-no-steady-excess", // no retirement of the excess above the target on steady load
+		"gantry-no-trend",         // no trend (Holt) added to the predicted rate on steady load
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

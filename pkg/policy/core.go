@@ -94,8 +94,9 @@ type core struct {
 	winCount float64
 	panic    panicState
 	burst    burstState
-	slacks   []float64 // scratch of serviceMix
-	rate     float64   // the rate the latest proactive sizing used
+	trend    trendState // the predicted rate's trend (steady_trend.go)
+	slacks   []float64  // scratch of serviceMix
+	rate     float64    // the rate the latest proactive sizing used
 	// disp is an EWMA of the windows' squared count errors over the
 	// predicted count (observeDispersion), over dispN windows.
 	disp  float64

@@ -112,6 +112,9 @@ type parts struct {
 	// target once the live count has stayed above it for the rent-or-buy
 	// limit, whatever their own idle age (steady.go).
 	steadyExcess bool
+	// loadTrend adds, on steady load, the trend of the predicted rate
+	// (steady_trend.go): an EWMA lags a ramp.
+	loadTrend bool
 	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
@@ -151,7 +154,7 @@ var catalog = map[string]parts{
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
-		steadyExcess: true, noWarmBuffer: true}, // the warm buffer: burst.go, warmBuffer
+		steadyExcess: true, noWarmBuffer: true, loadTrend: true}, // the warm buffer: burst.go, warmBuffer
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -179,6 +182,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-slo-sizing":    func(p *parts) { p.sloSizing = false; p.loadQuantileZ = 1 },
 	"gantry-no-age-retire":    func(p *parts) { p.ageRetire = false; p.keepWindows = 3; p.steadyRetire = true },
 	"gantry-no-steady-excess": func(p *parts) { p.steadyExcess = false },
+	"gantry-no-trend":         func(p *parts) { p.loadTrend = false },
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
@@ -220,7 +224,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm",
 		"gantry-no-cusum", "gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic",
-		"gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream",
+		"gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend",
 		"gantry-panic", "gantry-panic-2sigma", "gantry-stream", "gantry-warm-buffer"}
 }
 

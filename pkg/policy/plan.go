@@ -62,6 +62,9 @@ func (c *core) closeWindow() {
 	}
 	if c.load != nil {
 		c.load.Observe(c.winCount)
+		if lvl, ok := c.load.Predict(c.nextWindow); ok && c.p.loadTrend {
+			c.observeTrend(lvl)
+		}
 	}
 	c.winCount = 0
 	_ = c.fractions.Observe(c.binCount) // lengths match by construction
@@ -119,7 +122,7 @@ func (c *core) predictRate(now time.Time) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return n / win, true
+	return max(0, n/win+c.trendRate()), true
 }
 
 // sizeFunction returns the containers function f needs for a rate.

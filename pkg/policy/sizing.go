@@ -143,17 +143,22 @@ func missProb(n int, rate float64, mix ServiceMix) (float64, bool) {
 }
 
 // modelTolerance is the factor by which the simulator's miss share may
-// exceed MissProb's where the heavy-traffic EDF tail is used (the stated
+// exceed MissProb's where the heavy-traffic EDF tail is used: the stated
 // tolerance of TestSizingModelMatchesLeastSlackMisses, which measured up
-// to 1.96 times the prediction at 95 busy containers and ρ = 0.99). The
-// sizing bounds sizingMiss, MissProb times this factor there, so that
-// the target holds wherever the model is within its tolerance. Sized for
-// MissProb ≤ ε itself, image-compression at 250/s (heavy sizes, seed 1)
-// held 99.888%; with the factor, 99.961% with 0.7% more containers. At a
-// light load, where the FIFO tail is used, it is not applied: at 1/s on
+// to 1.96 times the prediction on image-compression (heavy sizes, 95
+// busy containers, ρ = 0.99) and up to 3.99 times on sentiment-analysis
+// (heavy sizes, 136 busy containers, ρ = 0.99; 2.64 at the n the sizing
+// picks there). The sizing bounds sizingMiss, MissProb times this
+// factor there, so that the target holds wherever the model is within
+// its tolerance. With 2, sized for the image-compression figure alone,
+// sentiment-analysis with heavy sizes held 99.917% (seed 1, Poisson) and
+// 99.838% (seed 2, Wiki; 99.912% with the trend, steady_trend.go); with
+// 4, 99.925% and 99.945%, for 0.3% more containers
+// (docs/experiments.md, "Stable cells and low rates"). At a light load,
+// where the FIFO tail is used, it is not applied: at 1/s on
 // image-compression it added half a container a run and no compliance
 // (99.945% either way).
-const modelTolerance = 2
+const modelTolerance = 4
 
 // sizingMiss is the miss share the sizing bounds by ε: MissProb, times
 // modelTolerance where the heavy-traffic tail is used.
