@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"fmt"
 	"io"
 
 	"gantry.dev/gantry/pkg/stack"
@@ -29,16 +30,32 @@ type Prepared struct {
 
 // refusal is LocalRefusal, except that with a hook set the secrets, limits
 // and requests are the hook's: the gateway's hands each instance its
-// secrets, enforces the memory limit and reports the CPU limit and the
+// secrets, enforces the memory limit and the CPU limit (refusing the CPU
+// limit through the deploy check where it cannot) and reports the
 // requests as not enforced, with the reason.
 func (l *Local) refusal(f stack.Function) error {
 	l.mu.Lock()
 	hooked := l.hook != nil
+	check := l.check
 	l.mu.Unlock()
+	if check != nil {
+		if err := check(f); err != nil {
+			return fmt.Errorf("%w: function %q: %v", stack.ErrInvalid, f.Name, err)
+		}
+	}
 	if hooked {
 		f.Secrets, f.Limits, f.Requests = nil, stack.Resources{}, stack.Resources{}
 	}
 	return LocalRefusal(f)
+}
+
+// SetDeployCheck sets a check every deploy passes before the hook's
+// fields are taken as honoured: the gateway refuses a CPU limit it has no
+// cgroup to enforce with. Its error is an HTTP 400.
+func (l *Local) SetDeployCheck(check func(stack.Function) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.check = check
 }
 
 // SetInstanceHook sets the hook; call it before the first Start.

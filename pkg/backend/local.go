@@ -70,7 +70,8 @@ type Local struct {
 	// recDir is where instance records go ("": none are kept).
 	recDir string
 	wg     sync.WaitGroup
-	hook   InstanceHook // hooks.go
+	hook   InstanceHook               // hooks.go
+	check  func(stack.Function) error // hooks.go
 	// pickPort finds a free port for an instance (freePort; a test
 	// hands out a taken one).
 	pickPort func() (int, error)

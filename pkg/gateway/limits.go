@@ -3,10 +3,11 @@ package gateway
 // Limits and requests. Locally a memory limit is enforced by pkg/memwatch
 // (the instance's whole process tree's resident memory, sampled several
 // times a second, killed past the limit) and reported as OOM in the
-// function's status, the metrics and the caller's 502. A CPU limit needs a
-// cgroup v2 cpu controller delegated to the gateway, which these machines
-// do not have (and a cgroup the project did not create is never written),
-// so it is shown with enforced: false and the reason. Requests place
+// function's status, the metrics and the caller's 502. A CPU limit is
+// enforced by a cgroup per instance that the gateway creates and removes
+// (pkg/cpulimit), with a CFS quota; where the gateway can create none (not
+// root, no writable cpu controller) a deploy with a CPU limit is refused
+// with the reason, since it would be accepted and ignored. Requests place
 // instances on nodes; one machine has nothing to place, so they are shown
 // the same way. readOnlyRootFilesystem cannot be made true for a local
 // process without a mount namespace: refused (backend.LocalRefusal).
@@ -15,9 +16,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"gantry.dev/gantry/pkg/cpulimit"
 
 	"gantry.dev/gantry/pkg/memwatch"
 	"gantry.dev/gantry/pkg/stack"
@@ -25,7 +30,7 @@ import (
 
 // Why the limits that are not enforced are not.
 const (
-	reasonCPU = "no cgroup v2 cpu controller is delegated to the gateway on this machine, and it writes to no cgroup it did not create; the CPU limit is not enforced"
+	reasonCPU = "limits.cpu cannot be enforced by this gateway: it can create no cgroup with the cpu controller"
 	reasonReq = "requests place instances on nodes; the local runtime runs on one machine and places nothing"
 )
 
@@ -35,13 +40,17 @@ const maxKillRecords = 1024
 
 // limits keeps the memory watchdog and what it killed.
 type limits struct {
-	mu       sync.Mutex
-	watch    *memwatch.Watcher // started on first use
-	byFn     map[string]*oomCount
-	byInst   map[string]memwatch.Kill
-	order    []string // byInst's keys, oldest first
-	counter  *prometheus.CounterVec
-	cpuNoted sync.Once
+	mu      sync.Mutex
+	watch   *memwatch.Watcher // started on first use
+	byFn    map[string]*oomCount
+	byInst  map[string]memwatch.Kill
+	order   []string // byInst's keys, oldest first
+	counter *prometheus.CounterVec
+
+	cpuOnce sync.Once
+	cpu     *cpulimit.Controller // nil when cpuErr says why
+	cpuErr  error
+	closed  bool
 }
 
 type oomCount struct {
@@ -60,10 +69,57 @@ func newLimits(reg prometheus.Registerer) *limits {
 func (l *limits) close() {
 	l.mu.Lock()
 	w := l.watch
+	l.closed = true
 	l.mu.Unlock()
 	if w != nil {
 		w.Close()
 	}
+	// After closed is set no cgroup is opened; cpuOnce waits for one
+	// being opened.
+	l.cpuOnce.Do(func() { l.cpuErr = errors.New("the gateway is closed") })
+	if l.cpu != nil {
+		_ = l.cpu.Close()
+	}
+}
+
+// cpuGroups opens the gateway's cgroup directory on first use, so that a
+// gateway whose functions set no CPU limit creates none.
+func (l *limits) cpuGroups() (*cpulimit.Controller, error) {
+	l.cpuOnce.Do(func() {
+		l.mu.Lock()
+		closed := l.closed
+		l.mu.Unlock()
+		if closed {
+			l.cpuErr = errors.New("the gateway is closed")
+			return
+		}
+		l.cpu, l.cpuErr = cpulimit.Open()
+	})
+	return l.cpu, l.cpuErr
+}
+
+// refuseCPU is the local backend's deploy check: a CPU limit this gateway
+// cannot enforce is refused rather than accepted and ignored.
+func (l *limits) refuseCPU(f stack.Function) error {
+	if f.Limits.CPU == "" {
+		return nil
+	}
+	if _, err := l.cpuGroups(); err != nil {
+		return fmt.Errorf("%s (%v)", reasonCPU, err)
+	}
+	return nil
+}
+
+// cpuMillis is a CPU quantity in thousandths of a CPU; 0 when unset.
+func cpuMillis(q string) int64 {
+	if q == "" {
+		return 0
+	}
+	v, err := resource.ParseQuantity(q)
+	if err != nil {
+		return 0 // Validate refused it already
+	}
+	return v.MilliValue()
 }
 
 // errOOM marks an instance error caused by the memory watchdog.
@@ -119,13 +175,56 @@ func (l *limits) explain(instance string, err error) error {
 		errOOM, instance, k.RSS>>20, k.Processes, k.Limit>>20, err)
 }
 
-// watchMemory is the part of an instance's hook that watches its tree.
+// watchMemory is the part of an instance's hook that holds it to its
+// limits: its process tree is watched against the memory limit and put in
+// a cgroup with the CPU limit's quota.
 func (g *Gateway) watchMemory(id string, f stack.Function) (started func(int), done func()) {
-	if f.Limits.CPU != "" {
-		g.limits.cpuNoted.Do(func() {
-			g.cfg.Logger.Warn("CPU limits are shown but not enforced", "function", f.Name, "reason", reasonCPU)
-		})
+	memStarted, memDone := g.watchMemoryOnly(id, f)
+	millis := cpuMillis(f.Limits.CPU)
+	if millis <= 0 {
+		return memStarted, memDone
 	}
+	var mu sync.Mutex
+	var grp *cpulimit.Group
+	return func(pid int) {
+			if memStarted != nil {
+				memStarted(pid)
+			}
+			g.placeCPU(id, f, millis, pid, func(gr *cpulimit.Group) { mu.Lock(); grp = gr; mu.Unlock() })
+		}, func() {
+			if memDone != nil {
+				memDone()
+			}
+			mu.Lock()
+			gr := grp
+			mu.Unlock()
+			if gr != nil {
+				if err := gr.Remove(); err != nil {
+					g.cfg.Logger.Error("instance cgroup not removed", "instance", id, "dir", gr.Dir(), "err", err)
+				}
+			}
+		}
+}
+
+// placeCPU puts a started instance in its cgroup. An instance that cannot
+// be held to its CPU limit is killed (its start fails) rather than left to
+// run past it.
+func (g *Gateway) placeCPU(id string, f stack.Function, millis int64, pid int, keep func(*cpulimit.Group)) {
+	c, err := g.limits.cpuGroups()
+	if err == nil {
+		var gr *cpulimit.Group
+		if gr, err = c.Place(id, millis, pid); err == nil {
+			keep(gr)
+			return
+		}
+	}
+	g.cfg.Logger.Error("instance killed: its CPU limit cannot be enforced", "function", f.Qualified(), "instance", id,
+		"cpu", f.Limits.CPU, "err", err)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+}
+
+// watchMemoryOnly watches the instance's tree against its memory limit.
+func (g *Gateway) watchMemoryOnly(id string, f stack.Function) (started func(int), done func()) {
 	limit := f.Limits.MemoryBytes()
 	if limit <= 0 {
 		return nil, nil
@@ -168,7 +267,10 @@ func (g *Gateway) enforcement(f stack.Function) *enforcementJSON {
 		e.Memory = &enforcedJSON{Value: f.Limits.Memory, Enforced: true}
 	}
 	if f.Limits.CPU != "" {
-		e.CPU = &enforcedJSON{Value: f.Limits.CPU, Reason: reasonCPU}
+		e.CPU = &enforcedJSON{Value: f.Limits.CPU, Enforced: true}
+		if _, err := g.limits.cpuGroups(); g.local && err != nil {
+			e.CPU = &enforcedJSON{Value: f.Limits.CPU, Reason: fmt.Sprintf("%s (%v)", reasonCPU, err)}
+		}
 	}
 	if !f.Requests.IsZero() {
 		e.Requests = &enforcedJSON{Value: fmt.Sprintf("memory=%s cpu=%s", f.Requests.Memory, f.Requests.CPU), Reason: reasonReq}
