@@ -118,6 +118,7 @@ func TestCPULimitThrottlesTheInstanceTree(t *testing.T) {
 	}) {
 		t.Fatalf("the spinning instance is not throttled: cpu.stat %q", stat)
 	}
+	t.Logf("%s cpu.stat: %s", groups[0], strings.Join(strings.Fields(stat), " "))
 	if code, _, _ := do(t, "DELETE", srv.URL()+"/system/functions", `{"functionName":"spin"}`, nil); code != 202 {
 		t.Fatalf("remove: %d", code)
 	}
