@@ -74,8 +74,10 @@ func (l *limits) close() {
 	if w != nil {
 		w.Close()
 	}
-	// After closed is set no cgroup is opened; cpuOnce waits for one
-	// being opened.
+	// After closed is set no cgroup directory is opened (cpuOnce waits
+	// for one being opened). The directory goes once the instances still
+	// stopping have ended: Gateway.Close runs before the backend stops
+	// them, and they keep their limit until then.
 	l.cpuOnce.Do(func() { l.cpuErr = errors.New("the gateway is closed") })
 	if l.cpu != nil {
 		_ = l.cpu.Close()
