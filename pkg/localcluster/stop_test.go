@@ -19,16 +19,36 @@ func startSleeper(t *testing.T, name string, ignoreTerm bool) *process {
 	if err != nil {
 		t.Fatalf("this test needs sh: %v", err)
 	}
-	script := "exec sleep 600"
+	script := "echo ready; exec sleep 600"
 	if ignoreTerm {
-		script = `trap "" TERM; exec sleep 600` // sleep inherits the ignored SIGTERM
+		script = `trap "" TERM; echo ready; exec sleep 600` // sleep inherits the ignored SIGTERM
 	}
-	p, err := startProcess(name, sh, []string{"-c", script}, nil, filepath.Join(t.TempDir(), name+".log"))
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	p, err := startProcess(name, sh, []string{"-c", script}, nil, logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stopTogether([]*process{p}, 0) })
+	waitReady(t, p, logPath)
 	return p
+}
+
+// waitReady waits for the sleeper's "ready" line: a SIGTERM sent before
+// the shell has run its trap would end a sleeper meant to ignore it (a
+// loaded machine showed that).
+func waitReady(t *testing.T, p *process, logPath string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // a bound for a slow machine, not a speed target
+	for time.Now().Before(deadline) {
+		if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "ready") {
+			return
+		}
+		if p.exited() {
+			t.Fatalf("%s exited before it was ready: %v", p.name, p.waitErr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready within a minute", p.name)
 }
 
 // fakeKillAfter replaces the bound on an orderly exit with a channel the
@@ -78,6 +98,15 @@ func TestStopSignalsEveryComponentAtOnceAndKillsTheRestAtTheBound(t *testing.T) 
 		stopTogether([]*process{stubborn, polite, api, etcd}, stopGrace)
 		close(returned)
 	}()
+	// On a failure below, fire the bound and let stopTogether end before
+	// fakeKillAfter's cleanup puts the real timer back.
+	t.Cleanup(func() {
+		select {
+		case fire <- time.Now():
+		default:
+		}
+		<-returned
+	})
 	for p, want := range map[*process]string{polite: "signal: terminated", api: "signal: killed", etcd: "signal: killed"} {
 		if got := waitExit(t, p); got != want {
 			t.Errorf("%s ended with %q before the bound, want %q", p.name, got, want)
