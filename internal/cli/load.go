@@ -242,7 +242,7 @@ func loadTrace(cmd *cobra.Command, f *loadFlags) (trace.Trace, error) {
 	}
 	tr, err := trace.ReadFile(f.traceFile, f.azureFunction)
 	if err != nil {
-		return tr, err
+		return tr, asUsage(err) // a malformed file is the user's input: exit 2 with its line
 	}
 	if cmd.Flags().Changed("rate") && tr.Mean() > 0 {
 		tr = tr.Scale(f.rate / tr.Mean())

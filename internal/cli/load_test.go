@@ -141,8 +141,13 @@ func TestLoadAppPathAndPayloadFromExamples(t *testing.T) {
 func TestLoadFlagBoundsAreUsageErrors(t *testing.T) {
 	srv := newLoadServer(t)
 	u := srv.URL + "/f"
+	badCSV := filepath.Join(t.TempDir(), "bad.csv")
+	if err := os.WriteFile(badCSV, []byte("second,count\n0,5\n1,five\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := [][]string{
 		{"load"},
+		{"load", "--url", u, "--slo", "1s", "--trace-file", badCSV},
 		{"load", "--function", "a", "--app", "b"},
 		{"load", "--url", u, "--gateway", srv.URL, "--slo", "1s"},
 		{"load", "--url", "ftp://host/x", "--slo", "1s"},

@@ -90,7 +90,7 @@ func newSimCmd() *cobra.Command {
 // does not exist or makes no sense, so the exit code is 2.
 var usageSentinels = []error{
 	workload.ErrUnknownApp, workload.ErrUnknownDist, workload.ErrBadSize, trace.ErrUnknownTrace, policy.ErrUnknownPolicy,
-	trace.ErrBadRate, trace.ErrBadDuration, trace.ErrTooLarge, experiment.ErrBadSpec, experiment.ErrBadPlan,
+	trace.ErrBadRate, trace.ErrBadDuration, trace.ErrTooLarge, trace.ErrMalformed, experiment.ErrBadSpec, experiment.ErrBadPlan,
 	sim.ErrNoRequests, sim.ErrColdStartTooLong, sim.ErrColdStartDist, sim.ErrKeepAlive,
 }
 
