@@ -66,7 +66,7 @@ func TestLoadJSONHasExactlyTheDocumentedFields(t *testing.T) {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
 	}
 	want := []string{"requests", "ok", "errors", "errors_by_kind", "throughput_rps", "slo_ms", "slo_compliance",
-		"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "duration_s"}
+		"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "measured", "duration_s"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)

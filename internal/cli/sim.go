@@ -43,7 +43,7 @@ func newSimCmd() *cobra.Command {
 		Use:   "sim",
 		Short: "Simulate policies on an app, input-size distribution and trace, or run the paper's experiment matrix",
 		Example: `  gantry sim --app image-compression --dist light --trace wiki --policies atoll,cypress,gantry
-  gantry sim --app audio-translation --trace-file load.csv --json
+  gantry sim --app audio-translation --trace-file examples/load.csv --json
   gantry sim --experiment paper --out out/paper`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
