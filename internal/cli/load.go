@@ -72,7 +72,7 @@ that finds --max-inflight requests out is counted as a client_overload error.`,
 	fl.Float64Var(&f.minSize, "min-size", 0, "smallest input size in the workload's unit (default: the workload's, else 1)")
 	fl.Float64Var(&f.maxSize, "max-size", 0, "largest input size (default: the workload's, else 1)")
 	fl.StringVar(&f.payload, "payload", "header", "request bodies: zeros (size x unit bytes), header (X-Input-Size, tiny body), an app name for valid inputs, or replay:APP")
-	fl.Float64Var(&f.unitBytes, "unit-bytes", 0, "bytes per unit of input size for --payload zeros (default: from the workload's unit, KB = 1000)")
+	fl.Float64Var(&f.unitBytes, "unit-bytes", 0, "bytes per unit of input size for --payload zeros (default: from the workload's unit, KB = 1024 as the gateway counts)")
 	fl.IntVar(&f.pool, "pool", 0, fmt.Sprintf("payloads pre-generated per size bucket (%d buckets); 0 builds each body per request (default: %d for app payloads, else 0)", loadgen.DefaultBuckets, loadAppPool))
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed for the trace, arrivals, sizes and payloads")
 	fl.IntVar(&f.maxInFlight, "max-inflight", loadgen.DefaultMaxInFlight, fmt.Sprintf("bound on concurrent requests, 1 to %d; arrivals beyond it count as client_overload", loadgen.MaxInFlightLimit))
@@ -242,7 +242,7 @@ func loadTrace(cmd *cobra.Command, f *loadFlags) (trace.Trace, error) {
 	}
 	tr, err := trace.ReadFile(f.traceFile, f.azureFunction)
 	if err != nil {
-		return tr, err
+		return tr, asUsage(err) // a malformed file is the user's input: exit 2 with its line
 	}
 	if cmd.Flags().Changed("rate") && tr.Mean() > 0 {
 		tr = tr.Scale(f.rate / tr.Mean())

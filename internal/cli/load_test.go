@@ -66,7 +66,7 @@ func TestLoadJSONHasExactlyTheDocumentedFields(t *testing.T) {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
 	}
 	want := []string{"requests", "ok", "errors", "errors_by_kind", "throughput_rps", "slo_ms", "slo_compliance",
-		"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "duration_s"}
+		"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "measured", "duration_s"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)
@@ -141,8 +141,13 @@ func TestLoadAppPathAndPayloadFromExamples(t *testing.T) {
 func TestLoadFlagBoundsAreUsageErrors(t *testing.T) {
 	srv := newLoadServer(t)
 	u := srv.URL + "/f"
+	badCSV := filepath.Join(t.TempDir(), "bad.csv")
+	if err := os.WriteFile(badCSV, []byte("second,count\n0,5\n1,five\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := [][]string{
 		{"load"},
+		{"load", "--url", u, "--slo", "1s", "--trace-file", badCSV},
 		{"load", "--function", "a", "--app", "b"},
 		{"load", "--url", u, "--gateway", srv.URL, "--slo", "1s"},
 		{"load", "--url", "ftp://host/x", "--slo", "1s"},

@@ -43,7 +43,7 @@ func newSimCmd() *cobra.Command {
 		Use:   "sim",
 		Short: "Simulate policies on an app, input-size distribution and trace, or run the paper's experiment matrix",
 		Example: `  gantry sim --app image-compression --dist light --trace wiki --policies atoll,cypress,gantry
-  gantry sim --app audio-translation --trace-file load.csv --json
+  gantry sim --app audio-translation --trace-file examples/load.csv --json
   gantry sim --experiment paper --out out/paper`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,7 +90,7 @@ func newSimCmd() *cobra.Command {
 // does not exist or makes no sense, so the exit code is 2.
 var usageSentinels = []error{
 	workload.ErrUnknownApp, workload.ErrUnknownDist, workload.ErrBadSize, trace.ErrUnknownTrace, policy.ErrUnknownPolicy,
-	trace.ErrBadRate, trace.ErrBadDuration, trace.ErrTooLarge, experiment.ErrBadSpec, experiment.ErrBadPlan,
+	trace.ErrBadRate, trace.ErrBadDuration, trace.ErrTooLarge, trace.ErrMalformed, experiment.ErrBadSpec, experiment.ErrBadPlan,
 	sim.ErrNoRequests, sim.ErrColdStartTooLong, sim.ErrColdStartDist, sim.ErrKeepAlive,
 }
 

@@ -68,7 +68,7 @@ func TestSimBadInputGivesAClearErrorAndNonZeroExit(t *testing.T) {
 		{[]string{"--cores-per-node", "-4"}, 2, "--cores-per-node"},
 		{[]string{"--cold-start", "0s"}, 2, "--cold-start"},
 		{[]string{"--workers", "0"}, 2, "--workers"},
-		{[]string{"--trace-file", badCSV}, 1, "line 3"},
+		{[]string{"--trace-file", badCSV}, 2, "line 3"},
 		{[]string{"--trace-file", filepath.Join(dir, "missing.csv")}, 1, "missing.csv"},
 		{[]string{"--trace-file", badCSV, "--trace", "wiki"}, 2, "not both"},
 		{[]string{"--azure-function", "abc"}, 2, "needs --trace-file"},

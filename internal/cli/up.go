@@ -57,6 +57,10 @@ on a capacity-bounded runtime, with and without criticality.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Policies = splitList(policies)
+			if strings.TrimSpace(policies) != "" && len(cfg.Policies) != len(strings.Split(policies, ",")) {
+				// "gantry," would run one policy where two were meant.
+				return usagef("--policy %q names an empty policy; give names separated by single commas", policies)
+			}
 			if err := validateUp(cmd, &cfg, scenario); err != nil {
 				return err
 			}

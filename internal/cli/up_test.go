@@ -123,6 +123,8 @@ func TestUpUsageErrors(t *testing.T) {
 	assertUsageErrors(t, []string{"up"}, [][]string{
 		{"--policy", ""},
 		{"--policy", "gantry,gantry"},
+		{"--policy", "gantry,"},
+		{"--policy", "gantry,,cypress"},
 		{"--policy", "oracle"},
 		{"--functions", "fake"},
 		{"--scenario", "nope"},

@@ -25,6 +25,9 @@ const (
 	MaxFunctions = 1000
 	// MaxFollowers bounds the live readers, all functions together.
 	MaxFollowers = 64
+	// MaxInstanceNames bounds the instance names a function's record
+	// keeps; the oldest are forgotten first.
+	MaxInstanceNames = 4096
 	// followBuffer is how many lines a follower may lag before it is cut
 	// off (told so in its last line) rather than slow the instance.
 	followBuffer = 1024
@@ -50,6 +53,7 @@ type Hub struct {
 
 	mu        sync.Mutex
 	rings     map[string]*ring
+	instances map[string]*names // the instances each function has started
 	followers int
 	closed    bool
 }
@@ -67,12 +71,19 @@ func New(now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{now: now, rings: map[string]*ring{}}
+	return &Hub{now: now, rings: map[string]*ring{}, instances: map[string]*names{}}
+}
+
+// names is a bounded set of instance names in the order they came.
+type names struct {
+	set   map[string]struct{}
+	order []string
 }
 
 // Writer returns the writer one instance's stdout and stderr go to. It cuts
 // lines itself; Close flushes a last line that has no newline.
 func (h *Hub) Writer(function, instance string) *Writer {
+	h.remember(function, instance)
 	return &Writer{h: h, function: function, instance: instance}
 }
 
@@ -81,6 +92,7 @@ func (h *Hub) Writer(function, instance string) *Writer {
 func (h *Hub) Drop(function string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	delete(h.instances, function)
 	r, ok := h.rings[function]
 	if !ok {
 		return
@@ -89,6 +101,55 @@ func (h *Hub) Drop(function string) {
 		h.lockedEnd(r, f, "")
 	}
 	delete(h.rings, function)
+}
+
+// remember records that an instance of function started, so a query for
+// it is known before it prints a line.
+func (h *Hub) remember(function, instance string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, ok := h.instances[function]
+	if !ok {
+		if len(h.instances) >= MaxFunctions {
+			return // bounded; KnownInstance then cannot tell, and says yes
+		}
+		n = &names{set: map[string]struct{}{}}
+		h.instances[function] = n
+	}
+	if _, ok := n.set[instance]; ok {
+		return
+	}
+	if len(n.order) >= MaxInstanceNames {
+		delete(n.set, n.order[0])
+		n.order = n.order[1:]
+	}
+	n.set[instance] = struct{}{}
+	n.order = append(n.order, instance)
+}
+
+// KnownInstance reports whether instance is one of function's: started
+// here, or with lines kept. When the record is past its bounds it cannot
+// tell, and says yes.
+func (h *Hub) KnownInstance(function, instance string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, ok := h.instances[function]
+	if !ok && len(h.instances) >= MaxFunctions {
+		return true
+	}
+	if ok {
+		if _, in := n.set[instance]; in || len(n.order) >= MaxInstanceNames {
+			return true
+		}
+	}
+	if r, ok := h.rings[function]; ok {
+		for i := range r.n {
+			if r.lines[(r.head+i)%len(r.lines)].Instance == instance {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Close ends every follower; later lines are still kept.

@@ -136,3 +136,28 @@ func BenchmarkWriterLine(b *testing.B) {
 		_, _ = w.Write(line)
 	}
 }
+
+// An instance is known from its start (before it prints), by its kept
+// lines, and forgotten with its function.
+func TestKnownInstance(t *testing.T) {
+	h := New(nil)
+	w := h.Writer("f", "f-1")
+	if !h.KnownInstance("f", "f-1") || h.KnownInstance("f", "f-2") || h.KnownInstance("g", "f-1") {
+		t.Fatal("a started instance must be known, and only it")
+	}
+	fmt.Fprintln(w, "hello")
+	h.Drop("f")
+	if h.KnownInstance("f", "f-1") {
+		t.Fatal("a dropped function's instance is still known")
+	}
+	h.add(Line{Function: "f", Instance: "f-9", Text: "kept"})
+	if !h.KnownInstance("f", "f-9") {
+		t.Fatal("an instance with lines kept must be known")
+	}
+	for i := range MaxInstanceNames + 1 {
+		h.Writer("g", fmt.Sprintf("g-%d", i))
+	}
+	if !h.KnownInstance("g", "g-0") || !h.KnownInstance("g", fmt.Sprintf("g-%d", MaxInstanceNames)) {
+		t.Fatal("past the bound the record cannot tell and must say yes")
+	}
+}

@@ -186,20 +186,17 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *fai
 }
 
 // inputSize is the request's input size: the declared header, or without
-// it the body's length clamped to the function's size range, as
-// ../shared/conventions.md has it (a client that does not know the header
-// still gets served, with the size the body gives).
+// it the body's length converted to the function's unit and clamped to
+// its size range, as ../shared/conventions.md has it (a client that does
+// not know the header still gets served, with the size the body gives; a
+// 26-byte body is 26/1024 of a function declared in KB, not 26 KB).
 func inputSize(decl stack.Function, h http.Header, bodyLen int) (float64, *failure) {
 	v := ""
 	if decl.SizeHeader != "" {
 		v = h.Get(decl.SizeHeader)
 	}
 	if v == "" {
-		size := float64(max(1, bodyLen))
-		if decl.SizeHeader != "" {
-			size = min(max(size, decl.MinSize), decl.MaxSize)
-		}
-		return size, nil
+		return bodySize(decl, bodyLen), nil
 	}
 	size, err := strconv.ParseFloat(v, 64)
 	why := ""
@@ -218,6 +215,21 @@ func inputSize(decl stack.Function, h http.Header, bodyLen int) (float64, *failu
 			fmt.Errorf("header %s=%q %s; the function's input sizes range over [%g, %g]", decl.SizeHeader, v, why, decl.MinSize, decl.MaxSize)}
 	}
 	return size, nil
+}
+
+// bodySize is the body's length in the function's unit, clamped to its
+// size range (a declaration built without Defaults has none: then at
+// least 1, the policy's sizes being positive).
+func bodySize(decl stack.Function, bodyLen int) float64 {
+	per := stack.UnitBytes(decl.SizeUnit)
+	if per == 0 {
+		per = 1 // Validate refuses such a unit; never divide by it
+	}
+	size := float64(bodyLen) / per
+	if decl.MaxSize > 0 {
+		return min(max(size, decl.MinSize), decl.MaxSize)
+	}
+	return max(size, 1)
 }
 
 // forward is what of the client's request reaches the instance.

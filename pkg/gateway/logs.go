@@ -94,6 +94,13 @@ func (g *Gateway) functionLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("function %q not found", stack.QualifiedRef(q.Function)), http.StatusNotFound)
 		return
 	}
+	// An empty 200 would read as "it printed nothing"; a misspelt
+	// instance is a 404 with the reason, as an unknown function is.
+	if q.Instance != "" && !g.logs.KnownInstance(q.Function, q.Instance) {
+		http.Error(w, fmt.Sprintf("function %q has no instance %q (started since the gateway began, or with lines kept)",
+			stack.QualifiedRef(q.Function), q.Instance), http.StatusNotFound)
+		return
+	}
 	var lines []funclogs.Line
 	var f *funclogs.Follower
 	if follow {

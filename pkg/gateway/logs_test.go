@@ -73,7 +73,8 @@ func TestLogsServeTailSinceAndLinesOfExitedInstances(t *testing.T) {
 	}
 	for q, want := range map[string]int{"": 400, "name=talker&tail=x": 400, "name=talker&since=yesterday": 400,
 		"name=talker&follow=maybe": 400, "name=talker&namespace=staging": 404, "name=nobody": 404,
-		"name=talker&folow=true": 400, "name=talker&lines=5": 400} {
+		"name=talker&folow=true": 400, "name=talker&lines=5": 400, "name=talker&instance=talker-nobody": 404,
+		"name=talker&instance=talker-nobody&follow=true": 404} {
 		if code, _, body := readLogs(t, srv, q); code != want || len(body) < 10 {
 			t.Errorf("%q: %d %q, want %d with a reason", q, code, body, want)
 		}
@@ -85,6 +86,9 @@ func TestLogsServeTailSinceAndLinesOfExitedInstances(t *testing.T) {
 	waitUntil(t, "no instance", func() bool { st, _ := srv.D.Function("talker"); return st.Replicas == 0 })
 	if _, got, _ := readLogs(t, srv, "name=talker"); texts(got) != texts(all) {
 		t.Fatalf("after the instance exited: %v", got)
+	}
+	if code, got, _ := readLogs(t, srv, "name=talker&instance="+all[0].Instance); code != 200 || len(got) != 4 {
+		t.Fatalf("the exited instance's lines: %d %v", code, got)
 	}
 }
 

@@ -52,6 +52,11 @@ func ReplayStack(app workload.App, coldStart time.Duration) (*stack.Stack, error
 			SizeSensitive: f.SizeSensitive,
 			ColdStart:     coldStart,
 		}
+		if i == 0 && stack.UnitBytes(app.SizeUnit) > 0 {
+			// The app's unit is its first function's; the synthetic
+			// app's ms is no byte size.
+			fn.SizeUnit = app.SizeUnit
+		}
 		fn.Defaults()
 		s.Functions = append(s.Functions, fn)
 		s.Apps[0].Functions = append(s.Apps[0].Functions, f.Name)

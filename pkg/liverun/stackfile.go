@@ -38,6 +38,7 @@ type scaleFileYAML struct {
 
 type inputSizeFileYAML struct {
 	Header    string  `yaml:"header,omitempty"`
+	Unit      string  `yaml:"unit,omitempty"`
 	Min       float64 `yaml:"min"`
 	Max       float64 `yaml:"max"`
 	Sensitive bool    `yaml:"sensitive"`
@@ -56,7 +57,7 @@ func marshalStack(s *stack.Stack) ([]byte, error) {
 			Criticality: f.Criticality, Scale: scaleFileYAML{Min: f.MinScale, Max: f.MaxScale},
 			Concurrency: f.Concurrency, MaxQueue: f.MaxQueue, Timeout: durationText(f.Timeout),
 			ColdStart: durationText(f.ColdStart),
-			InputSize: inputSizeFileYAML{Header: f.SizeHeader, Min: f.MinSize, Max: f.MaxSize, Sensitive: f.SizeSensitive}}
+			InputSize: inputSizeFileYAML{Header: f.SizeHeader, Unit: f.SizeUnit, Min: f.MinSize, Max: f.MaxSize, Sensitive: f.SizeSensitive}}
 	}
 	if len(s.Apps) > 0 {
 		out.Apps = map[string]appFileYAML{}

@@ -130,7 +130,7 @@ func (c *collector) result() *Result {
 	defer c.mu.Unlock()
 	r := &Result{
 		Requests: c.requests, OK: c.ok, Errors: c.requests - c.ok,
-		ErrorsByKind: c.kinds, SLO: c.slo, Max: c.max,
+		ErrorsByKind: c.kinds, SLO: c.slo, Max: c.max, Measured: c.measured,
 		ThroughputSeries: c.perSecond, Timeline: c.timelineOut(),
 	}
 	if c.requests > 0 {

@@ -391,7 +391,7 @@ func TestSummaryJSONHasExactlyTheDocumentedFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"requests", "ok", "errors", "errors_by_kind", "throughput_rps", "slo_ms", "slo_compliance",
-		"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "duration_s"}
+		"p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms", "measured", "duration_s"}
 	var keys []string
 	for k := range m {
 		keys = append(keys, k)

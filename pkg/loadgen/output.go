@@ -29,10 +29,23 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(tw, "SLO %.0f ms\t%.2f%%\twithin SLO\n", s.SLOMs, 100*s.SLOCompliance)
 	fmt.Fprintf(tw, "latency ms\tp50 %.1f\tp90 %.1f  p95 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n",
 		s.P50Ms, s.P90Ms, s.P95Ms, s.P99Ms, s.P999Ms, s.MaxMs, s.MeanMs)
+	// The latencies are of every request that got an answer or timed out,
+	// failed ones too: a reader of the line above must not take them for
+	// the OK requests' alone.
+	fmt.Fprintf(tw, "  of\t%d requests\t%s\n", s.Measured, latencyScope(s))
 	if r.Interrupted {
 		fmt.Fprintf(tw, "interrupted\tbefore the trace ended\t\n")
 	}
 	return tw.Flush()
+}
+
+// latencyScope says which requests the latency line covers.
+func latencyScope(s Summary) string {
+	failed := s.Measured - s.OK
+	if failed <= 0 {
+		return "all OK"
+	}
+	return fmt.Sprintf("%d OK and %d failed (HTTP errors, timeouts, connection errors); unsent requests have no latency", s.OK, failed)
 }
 
 // CSVHeader is the first row CSVWriter writes.

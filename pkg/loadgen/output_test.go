@@ -13,7 +13,7 @@ import (
 func sampleResult() *Result {
 	return &Result{
 		Requests: 3, OK: 2, Errors: 1, ErrorsByKind: map[string]int64{KindClientOverload: 1},
-		SLO: 100 * time.Millisecond, SLOCompliance: 2.0 / 3, P50: 10 * time.Millisecond, Max: 30 * time.Millisecond,
+		SLO: 100 * time.Millisecond, SLOCompliance: 2.0 / 3, P50: 10 * time.Millisecond, Max: 30 * time.Millisecond, Measured: 2,
 		Duration: 2 * time.Second, Throughput: 1,
 		Timeline: []Second{{Sent: 2, OK: 2, MeanLatency: 20 * time.Millisecond, MaxLatency: 30 * time.Millisecond}, {Sent: 1, Errors: 1}},
 	}
@@ -70,5 +70,26 @@ func TestWriteTableNamesEveryErrorKind(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// The latency line says which requests it covers: failed ones with a
+// latency are counted there and said to be.
+func TestWriteTextSaysFailedRequestsAreInTheLatencies(t *testing.T) {
+	r := sampleResult()
+	var buf bytes.Buffer
+	if err := WriteText(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "2 requests") || !strings.Contains(buf.String(), "all OK") {
+		t.Errorf("all-OK latencies:\n%s", buf.String())
+	}
+	r.Measured, r.Errors, r.ErrorsByKind = 3, 2, map[string]int64{KindClientOverload: 1, KindTimeout: 1}
+	buf.Reset()
+	if err := WriteText(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "3 requests") || !strings.Contains(buf.String(), "2 OK and 1 failed") {
+		t.Errorf("latencies with a failed request:\n%s", buf.String())
 	}
 }

@@ -94,15 +94,17 @@ func Header() Payload {
 }
 
 // UnitBytes is the bytes in one unit of a workload's SizeUnit: B, KB, MB, GB
-// in decimal (SI) multiples. Units that are not byte sizes give 1.
+// in binary multiples (1 KB = 1024 B), as the gateway converts a body's
+// length to a function's input_size.unit and the example functions count
+// their input. Units that are not byte sizes give 1.
 func UnitBytes(unit string) float64 {
 	switch strings.ToUpper(strings.TrimSpace(unit)) {
 	case "KB":
-		return 1e3
+		return 1 << 10
 	case "MB":
-		return 1e6
+		return 1 << 20
 	case "GB":
-		return 1e9
+		return 1 << 30
 	}
 	return 1
 }

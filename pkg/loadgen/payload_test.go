@@ -48,7 +48,7 @@ func TestBuiltinAndUnitBytes(t *testing.T) {
 	if _, err := Builtin("zeros", 0); !errors.Is(err, ErrBadConfig) {
 		t.Errorf("zeros with no unit: got %v", err)
 	}
-	for unit, want := range map[string]float64{"KB": 1e3, "MB": 1e6, "mb": 1e6, "GB": 1e9, "words": 1} {
+	for unit, want := range map[string]float64{"KB": 1024, "MB": 1 << 20, "mb": 1 << 20, "GB": 1 << 30, "words": 1} {
 		if got := UnitBytes(unit); got != want {
 			t.Errorf("UnitBytes(%q) = %v, want %v", unit, got, want)
 		}

@@ -65,6 +65,8 @@ type Result struct {
 	// responses, HTTP errors, timeouts and connection errors, but not
 	// client_overload, canceled or payload errors, which have no latency.
 	P50, P90, P95, P99, P999, Max, Mean time.Duration
+	// Measured counts the requests the percentiles cover.
+	Measured int64
 	// Start is when the schedule's clock started; Offsets count from it.
 	Start time.Time
 	// Duration runs from Start until the last request finished or was
@@ -94,7 +96,10 @@ type Summary struct {
 	P999Ms        float64          `json:"p999_ms"`
 	MaxMs         float64          `json:"max_ms"`
 	MeanMs        float64          `json:"mean_ms"`
-	DurationS     float64          `json:"duration_s"`
+	// Measured counts the requests the latencies cover, failed ones with
+	// a response or a timeout included.
+	Measured  int64   `json:"measured"`
+	DurationS float64 `json:"duration_s"`
 }
 
 // Summary flattens r for JSON output.
@@ -107,7 +112,7 @@ func (r *Result) Summary() Summary {
 		Requests: r.Requests, OK: r.OK, Errors: r.Errors, ErrorsByKind: kinds,
 		ThroughputRPS: round3(r.Throughput), SLOMs: ms(r.SLO), SLOCompliance: r.SLOCompliance,
 		P50Ms: ms(r.P50), P90Ms: ms(r.P90), P95Ms: ms(r.P95), P99Ms: ms(r.P99), P999Ms: ms(r.P999),
-		MaxMs: ms(r.Max), MeanMs: ms(r.Mean), DurationS: round3(r.Duration.Seconds()),
+		MaxMs: ms(r.Max), MeanMs: ms(r.Mean), Measured: r.Measured, DurationS: round3(r.Duration.Seconds()),
 	}
 }
 

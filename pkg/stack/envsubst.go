@@ -86,7 +86,7 @@ func envName(s string) bool {
 // command, in place.
 func (y *functionYAML) expandFields() error {
 	strs := []*string{&y.Image, &y.Namespace, &y.Limits.Memory, &y.Limits.CPU, &y.Requests.Memory, &y.Requests.CPU,
-		&y.SLO, &y.Timeout, &y.ColdStart, &y.AsyncDeadline, &y.Kind, &y.InputSize.Header}
+		&y.SLO, &y.Timeout, &y.ColdStart, &y.AsyncDeadline, &y.Kind, &y.InputSize.Header, &y.InputSize.Unit}
 	for i := range y.Secrets {
 		strs = append(strs, &y.Secrets[i])
 	}

@@ -16,7 +16,7 @@ const gantryPrefix = "gantry.dev/"
 
 // knownAnnotations are Gantry's annotations applyMeta reads.
 var knownAnnotations = []string{AnnotationSLO, AnnotationCriticality, AnnotationConcurrency,
-	AnnotationSizeHeader, AnnotationSizeRange, AnnotationMaxQueue, AnnotationSLOTarget, AnnotationTimeout,
+	AnnotationSizeHeader, AnnotationSizeRange, AnnotationSizeUnit, AnnotationSizeSensitive, AnnotationMaxQueue, AnnotationSLOTarget, AnnotationTimeout,
 	AnnotationKind, AnnotationAsyncDeadline, AnnotationIdempotent, AnnotationSocketActivation}
 
 // LabelScaleZero is OpenFaaS's com.openfaas.scale.zero: "false" keeps at

@@ -76,6 +76,7 @@ type scaleYAML struct {
 
 type inputSizeYAML struct {
 	Header    string  `yaml:"header"`
+	Unit      string  `yaml:"unit"`
 	Min       float64 `yaml:"min"`
 	Max       float64 `yaml:"max"`
 	Sensitive *bool   `yaml:"sensitive"`
@@ -237,7 +238,7 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 	f := Function{Name: name, Command: firstNonEmpty(y.Command, y.FProcess), Image: y.Image,
 		Env: y.Environment, Labels: y.Labels, Annotations: y.Annotations,
 		Criticality: y.Criticality, MinScale: y.Scale.Min, MaxScale: y.Scale.Max,
-		Concurrency: y.Concurrency, SizeHeader: y.InputSize.Header,
+		Concurrency: y.Concurrency, SizeHeader: y.InputSize.Header, SizeUnit: y.InputSize.Unit,
 		MinSize: y.InputSize.Min, MaxSize: y.InputSize.Max, SizeSensitive: true,
 		MaxQueue: y.MaxQueue, SLOTarget: y.SLOTarget, Kind: y.Kind, Namespace: y.Namespace, Secrets: y.Secrets,
 		Constraints: y.Constraints, Limits: y.Limits, Requests: y.Requests,

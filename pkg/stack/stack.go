@@ -12,6 +12,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"gantry.dev/gantry/pkg/policy"
@@ -52,6 +53,31 @@ const (
 	DefaultMaxSize = 64 << 20
 )
 
+// Input size units (input_size.unit; gantry.dev/size-unit).
+const (
+	SizeUnitB  = "B"
+	SizeUnitKB = "KB"
+	SizeUnitMB = "MB"
+)
+
+// SizeUnits are the units input_size.unit may name.
+var SizeUnits = []string{SizeUnitB, SizeUnitKB, SizeUnitMB}
+
+// UnitBytes is the bytes in one unit, binary as the example functions
+// count them (examples/functions/doc.go); 0 for a unit that is not one of
+// SizeUnits. The empty unit is the default, bytes.
+func UnitBytes(unit string) float64 {
+	switch unit {
+	case SizeUnitB, "":
+		return 1
+	case SizeUnitKB:
+		return 1 << 10
+	case SizeUnitMB:
+		return 1 << 20
+	}
+	return 0
+}
+
 // Backend kinds a function may ask for on Kubernetes.
 const (
 	KindRTResource = "rtresource"
@@ -81,6 +107,10 @@ type Function struct {
 	// SizeHeader names the request header that carries the input size
 	// (when the body names a file); empty means the body's length.
 	SizeHeader string
+	// SizeUnit is the unit of the input size: B, KB or MB (binary: 1 KB
+	// is 1024 B, as the example functions count). A size the body's
+	// length gives is converted to it.
+	SizeUnit string
 	// MinSize and MaxSize bound the input sizes the policy bins.
 	MinSize, MaxSize float64
 	// SizeSensitive is false when the run time does not depend on input size.
@@ -166,6 +196,7 @@ func (f *Function) Defaults() {
 	setIfZero(&f.AsyncDeadline, max(DefaultAsyncDeadline, f.SLO))
 	setIfZero(&f.Kind, KindRTResource)
 	setIfZero(&f.Namespace, DefaultNamespace)
+	setIfZero(&f.SizeUnit, SizeUnitB)
 	if f.MaxScale == 0 {
 		f.MaxScale = max(DefaultMaxScale, f.MinScale)
 	}
@@ -203,6 +234,7 @@ func (f *Function) Validate() error {
 		{f.AsyncDeadline < f.SLO || f.AsyncDeadline > MaxAsyncDeadline, fmt.Sprintf("async_deadline %v must be in [the slo %v, %v]", f.AsyncDeadline, f.SLO, MaxAsyncDeadline)},
 		{!finitePositive(f.MinSize) || !finitePositive(f.MaxSize) || f.MinSize >= f.MaxSize,
 			fmt.Sprintf("input size range [%v, %v] must be positive, finite and min < max", f.MinSize, f.MaxSize)},
+		{UnitBytes(f.SizeUnit) == 0, fmt.Sprintf("input_size: unit %q must be one of %s", f.SizeUnit, strings.Join(SizeUnits, ", "))},
 		{f.Kind != KindRTResource && f.Kind != KindDeployment, fmt.Sprintf("kind %q must be %q or %q", f.Kind, KindRTResource, KindDeployment)},
 		{len(f.Env) > MaxEnv, fmt.Sprintf("at most %d environment variables", MaxEnv)},
 		{len(f.Labels) > MaxEnv || len(f.Annotations) > MaxEnv, fmt.Sprintf("at most %d labels and %d annotations", MaxEnv, MaxEnv)},
@@ -278,11 +310,14 @@ const (
 // Annotations that carry Gantry's fields through the OpenFaaS API, whose
 // deployment request has no place for them.
 const (
-	AnnotationSLO           = "gantry.dev/slo"
-	AnnotationCriticality   = "gantry.dev/criticality"
-	AnnotationConcurrency   = "gantry.dev/concurrency"
-	AnnotationSizeHeader    = "gantry.dev/size-header"
-	AnnotationSizeRange     = "gantry.dev/size-range" // "MIN-MAX"
+	AnnotationSLO         = "gantry.dev/slo"
+	AnnotationCriticality = "gantry.dev/criticality"
+	AnnotationConcurrency = "gantry.dev/concurrency"
+	AnnotationSizeHeader  = "gantry.dev/size-header"
+	AnnotationSizeRange   = "gantry.dev/size-range" // "MIN-MAX"
+	AnnotationSizeUnit    = "gantry.dev/size-unit"  // B, KB or MB
+	// AnnotationSizeSensitive is input_size.sensitive: "true" or "false".
+	AnnotationSizeSensitive = "gantry.dev/size-sensitive"
 	AnnotationMaxQueue      = "gantry.dev/max-queue"
 	AnnotationSLOTarget     = "gantry.dev/slo-target"
 	AnnotationTimeout       = "gantry.dev/timeout"
@@ -348,13 +383,20 @@ func (f *Function) applyMeta() error {
 	if v, ok := f.Annotations[AnnotationSizeHeader]; ok {
 		f.SizeHeader = v
 	}
+	if v, ok := f.Annotations[AnnotationSizeUnit]; ok {
+		f.SizeUnit = v
+		if UnitBytes(v) == 0 || v == "" {
+			return fmt.Errorf("%w: function %q: %s=%q must be one of %s", ErrInvalid, f.Name, AnnotationSizeUnit, v, strings.Join(SizeUnits, ", "))
+		}
+	}
 	if v, ok := f.Annotations[AnnotationKind]; ok {
 		f.Kind = v
 	}
 	bools := []struct {
 		key string
 		dst *bool
-	}{{AnnotationIdempotent, &f.Idempotent}, {AnnotationSocketActivation, &f.SocketActivation}}
+	}{{AnnotationIdempotent, &f.Idempotent}, {AnnotationSocketActivation, &f.SocketActivation},
+		{AnnotationSizeSensitive, &f.SizeSensitive}}
 	for _, it := range bools {
 		if v, ok := f.Annotations[it.key]; ok {
 			b, err := strconv.ParseBool(v)

@@ -215,3 +215,41 @@ func TestSocketActivationFromTheStackAndTheAPI(t *testing.T) {
 		t.Fatalf("annotation on: %v, want ErrInvalid naming the annotation", err)
 	}
 }
+
+// input_size.unit is B, KB or MB (default B) in a stack file and as
+// gantry.dev/size-unit over the API; input_size.sensitive travels as
+// gantry.dev/size-sensitive. Anything else is refused naming the field.
+func TestInputSizeUnit(t *testing.T) {
+	fn := func(inputSize string) string {
+		return "functions:\n  f:\n    fprocess: cat\n    input_size: " + inputSize + "\n"
+	}
+	s, err := Parse("stack.yml", []byte(fn("{unit: KB, min: 1, max: 64, sensitive: false}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Functions[0]; f.SizeUnit != SizeUnitKB || f.SizeSensitive || f.MinSize != 1 || f.MaxSize != 64 {
+		t.Fatalf("%+v", f)
+	}
+	if s, err = Parse("stack.yml", []byte(fn("{min: 1, max: 64}"))); err != nil || s.Functions[0].SizeUnit != SizeUnitB || !s.Functions[0].SizeSensitive {
+		t.Fatalf("default unit: %v %+v", err, s)
+	}
+	_, err = Parse("stack.yml", []byte(fn("{unit: GB, min: 1, max: 64}")))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "stack.yml:2:") || !strings.Contains(err.Error(), `input_size: unit "GB" must be one of B, KB, MB`) {
+		t.Fatalf("unit GB: %v", err)
+	}
+	for unit, want := range map[string]float64{"B": 1, "KB": 1024, "MB": 1 << 20, "kb": 0, "GB": 0} {
+		if got := UnitBytes(unit); got != want {
+			t.Errorf("UnitBytes(%q) = %v, want %v", unit, got, want)
+		}
+	}
+	f, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat",
+		Annotations: map[string]string{AnnotationSizeUnit: "MB", AnnotationSizeRange: "0.1-8", AnnotationSizeSensitive: "false"}})
+	if err != nil || f.SizeUnit != SizeUnitMB || f.SizeSensitive || f.MaxSize != 8 {
+		t.Fatalf("annotations: %v %+v", err, f)
+	}
+	for _, bad := range []map[string]string{{AnnotationSizeUnit: "GB"}, {AnnotationSizeUnit: ""}, {AnnotationSizeSensitive: "maybe"}} {
+		if _, err := FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: bad}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v: %v, want refused", bad, err)
+		}
+	}
+}
