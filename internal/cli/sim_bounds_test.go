@@ -42,7 +42,7 @@ func TestSimFlagsAndFilesBeyondTheBoundsExitCleanly(t *testing.T) {
 		{[]string{"--max-queue", "0"}, 2, "--max-queue must be in"},
 		{[]string{"--max-queue", "10000000"}, 2, "--max-queue must be in"},
 		{[]string{"--peak", "900000", "--duration", "2h"}, 2, "requests, above"},
-		{[]string{"--trace-file", huge}, 1, "line 3"},
+		{[]string{"--trace-file", huge}, 2, "line 3"}, // a malformed file is a usage error
 		{[]string{"--max-size", "1e10"}, 2, "beyond 1h0m0s; the largest maximum within it is"},
 		{[]string{"--app", "synthetic", "--exec-mean", "500ns"}, 2, "shortest execution time"},
 		{[]string{"--rate", "0.001", "--duration", "10s", "--policies", "atoll"}, 2, "no request arrived"},
