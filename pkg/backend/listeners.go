@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gantry.dev/gantry/pkg/childproc"
 )
 
 // A start that cannot succeed is failed before ReadyTimeout when that is
@@ -171,19 +173,9 @@ func descendants(pid int) []int {
 	return out
 }
 
-// parentOf reads the parent PID from /proc/PID/stat (after the command
-// name, which may hold spaces and parentheses: the last ')' ends it).
+// parentOf reads the parent PID from /proc/PID/stat; 0 if it cannot.
 func parentOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
+	fields := childproc.StatFields(pid)
 	if len(fields) < 2 {
 		return 0
 	}

@@ -1,11 +1,11 @@
 package gatewaybench
 
 import (
-	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"gantry.dev/gantry/pkg/childproc"
 )
 
 // clockTick is the unit of utime and stime in /proc/PID/stat: USER_HZ,
@@ -31,19 +31,9 @@ func cpuUsed(pids ...int) time.Duration {
 
 // procCPU reads a live process's utime and stime; 0 if it cannot.
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name, field 2, is in parentheses and may hold spaces;
-	// the fields after its closing one are fixed: utime and stime are the
-	// 12th and 13th of them (fields 14 and 15 of the line).
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
+	// utime and stime are fields 14 and 15 of the line, the 12th and
+	// 13th after the command name.
+	f := childproc.StatFields(pid)
 	if len(f) < 13 {
 		return 0
 	}
