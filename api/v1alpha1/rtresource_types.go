@@ -67,17 +67,22 @@ type Strategy struct {
 
 // RollingUpdate bounds how far a rollout may go above or below the desired
 // replica count. Percentages are of spec.replicas, as for a Deployment.
+// Both bounds at 0 are refused, as a Deployment refuses them: no pod could
+// ever be replaced.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxSurge) || !has(self.maxUnavailable) || !(string(self.maxSurge) in ['0', '0%']) || !(string(self.maxUnavailable) in ['0', '0%'])",message="maxSurge and maxUnavailable may not both be 0"
 type RollingUpdate struct {
 	// MaxSurge is how many pods may exist above spec.replicas (default 25%,
 	// rounded up).
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]{1,9}%$')",message="maxSurge must be a non-negative integer or a percentage such as 25%"
 	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
 	// MaxUnavailable is how many desired pods may be unavailable (default
 	// 25%, rounded down). If both bounds resolve to 0, one pod may be
 	// unavailable so the rollout can make progress.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="maxUnavailable must be a non-negative integer or a percentage from 0% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
@@ -86,6 +91,10 @@ type RollingUpdate struct {
 // criticality.
 // +kubebuilder:validation:XValidation:rule="!has(self.selector.matchLabels) || self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])",message="selector.matchLabels must match the template's labels"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, e.operator == 'In' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && has(e.values) && self.template.metadata.labels[e.key] in e.values) : e.operator == 'NotIn' ? (!has(self.template.metadata) || !has(self.template.metadata.labels) || !(e.key in self.template.metadata.labels) || !has(e.values) || !(self.template.metadata.labels[e.key] in e.values)) : e.operator == 'Exists' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) : e.operator == 'DoesNotExist' ? (!has(self.template.metadata) || !has(self.template.metadata.labels) || !(e.key in self.template.metadata.labels)) : false)",message="selector.matchExpressions must match the template's labels"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.activeDeadlineSeconds)",message="template.spec.activeDeadlineSeconds is not supported: pods that run out of it fail and are replaced, as a Deployment refuses it"
+// +kubebuilder:validation:XValidation:rule="has(self.template.spec) && size(self.template.spec.containers) > 0",message="template.spec.containers must name at least one container"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec) || !has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'",message="template.spec.restartPolicy must be Always (the default): the controller replaces pods that exit, as a Deployment does"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.metadata) || !has(self.template.metadata.annotations) || !('autoscaling.knative.dev/application-criticality-level' in self.template.metadata.annotations) || self.template.metadata.annotations['autoscaling.knative.dev/application-criticality-level'].trim().matches('^[+]?0*[0-9]{1,2}$')",message="the template's annotation autoscaling.knative.dev/application-criticality-level must be an integer from 0 to 99"
 type RTResourceSpec struct {
 	// Replicas is the desired number of pods.
 	// +kubebuilder:default=1

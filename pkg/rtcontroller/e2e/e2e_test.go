@@ -323,6 +323,16 @@ func TestAPIServerRejectsInvalidObjects(t *testing.T) {
 		{"empty selector", `"selector":{},` + tmpl, "selector must not be empty"},
 		{"missing template", sel, "spec.template: Required value"},
 		{"rollingUpdate with Recreate", `"strategy":{"type":"Recreate","rollingUpdate":{"maxSurge":1}},` + sel + `,` + tmpl, "rollingUpdate may only be set when type is RollingUpdate"},
+		// Deployments refuse these too; each would stall or loop a rollout.
+		{"maxSurge and maxUnavailable 0", `"strategy":{"rollingUpdate":{"maxSurge":0,"maxUnavailable":"0%"}},` + sel + `,` + tmpl, "maxSurge and maxUnavailable may not both be 0"},
+		{"maxSurge not a percentage", `"strategy":{"rollingUpdate":{"maxSurge":"abc"}},` + sel + `,` + tmpl, "maxSurge must be a non-negative integer or a percentage"},
+		{"maxSurge negative", `"strategy":{"rollingUpdate":{"maxSurge":-1}},` + sel + `,` + tmpl, "maxSurge must be a non-negative integer or a percentage"},
+		{"maxUnavailable over 100%", `"strategy":{"rollingUpdate":{"maxUnavailable":"101%"}},` + sel + `,` + tmpl, "maxUnavailable must be a non-negative integer or a percentage from 0% to 100%"},
+		{"no containers", sel + `,"template":{"metadata":{"labels":{"app":"x"}},"spec":{"containers":[]}}`, "template.spec.containers must name at least one container"},
+		{"restartPolicy Never", sel + `,"template":{"metadata":{"labels":{"app":"x"}},"spec":{"restartPolicy":"Never","containers":[{"name":"c","image":"i"}]}}`, "template.spec.restartPolicy must be Always"},
+		{"activeDeadlineSeconds", sel + `,"template":{"metadata":{"labels":{"app":"x"}},"spec":{"activeDeadlineSeconds":5,"containers":[{"name":"c","image":"i"}]}}`, "template.spec.activeDeadlineSeconds is not supported"},
+		{"template criticality annotation not a number", sel + `,"template":{"metadata":{"labels":{"app":"x"},"annotations":{"` + gantryv1.CriticalityAnnotation + `":"high"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`, "must be an integer from 0 to 99"},
+		{"template criticality annotation 100", sel + `,"template":{"metadata":{"labels":{"app":"x"},"annotations":{"` + gantryv1.CriticalityAnnotation + `":"100"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`, "must be an integer from 0 to 99"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -347,6 +357,14 @@ func TestAPIServerRejectsInvalidObjects(t *testing.T) {
 				{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
 			},
 		}
+		e.create(t, rt)
+	})
+	t.Run("rollout bounds, restartPolicy and annotation in range are accepted", func(t *testing.T) {
+		rt := e.newRT("bounds", 0, 1)
+		surge, unavailable := intstr.FromString("100%"), intstr.FromInt32(0)
+		rt.Spec.Strategy.RollingUpdate = &gantryv1.RollingUpdate{MaxSurge: &surge, MaxUnavailable: &unavailable}
+		rt.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		rt.Spec.Template.Annotations = map[string]string{gantryv1.CriticalityAnnotation: " 07 "}
 		e.create(t, rt)
 	})
 	t.Run("selector change", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -46,7 +47,9 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 	return objs
 }
 
-// apply server-side applies objs and returns the kinds it applied.
+// apply server-side applies objs and returns the kinds it applied. Any
+// warning the apiserver answers with (PodSecurity, deprecations) fails the
+// test: `make deploy` would print it to every user.
 func (e *env) apply(t *testing.T, objs []*unstructured.Unstructured) map[string]bool {
 	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(e.cfg)
@@ -54,7 +57,9 @@ func (e *env) apply(t *testing.T, objs []*unstructured.Unstructured) map[string]
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(e.cfg)
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.WarningHandler = failOnWarning{t}
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +82,13 @@ func (e *env) apply(t *testing.T, objs []*unstructured.Unstructured) map[string]
 		kinds[gvk.Kind] = true
 	}
 	return kinds
+}
+
+// failOnWarning fails the test on every apiserver warning.
+type failOnWarning struct{ t *testing.T }
+
+func (f failOnWarning) HandleWarningHeader(_ int, _ string, text string) {
+	f.t.Errorf("the apiserver warned: %s", text)
 }
 
 // The rendered manifests must be accepted by a real apiserver: namespace,
