@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -43,6 +44,19 @@ func TestMain(m *testing.M) {
 				time.Sleep(min(d, 5*time.Second))
 			}
 			fmt.Fprintf(w, "%s %s", os.Getenv("HOSTNAME"), r.RemoteAddr)
+		})
+		// /fetch GETs ?url= from inside the pod and answers its status and
+		// body, so a test can call a Service as another pod would.
+		http.HandleFunc("/fetch", func(w http.ResponseWriter, r *http.Request) {
+			client := &http.Client{Timeout: 10 * time.Second}
+			resp, err := client.Get(r.URL.Query().Get("url"))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+			fmt.Fprintf(w, "%d %s", resp.StatusCode, body)
 		})
 		fmt.Fprintln(os.Stderr, http.ListenAndServe(":"+os.Getenv("PORT"), nil))
 		os.Exit(1)
@@ -117,9 +131,45 @@ func TestKnativeGetsReadyOnTheLocalControlPlane(t *testing.T) {
 
 	ns := e2etest.Namespace(t, client)
 	serveThroughKnative(ctx, t, client, dyn, ns)
-	if got := post(ctx, t, "http://"+c.KnativeIngressAddr()+"/", "hello."+ns+"."+knativeinstall.DefaultDomain); got != "knative-test:ping" {
+	host := "hello." + ns + "." + knativeinstall.DefaultDomain
+	if got := post(ctx, t, "http://"+c.KnativeIngressAddr()+"/", host); got != "knative-test:ping" {
 		t.Errorf("through Gantry's Knative ingress: %q, want %q", got, "knative-test:ping")
 	}
+	// A pod calls the Service by its cluster-local name, as Knative
+	// Services call each other: an ExternalName to the ingress's private
+	// load balancer, which the process node names and relays to the
+	// ingress's cluster-local listener.
+	// The pods' hosts files follow the Services a moment after Knative
+	// made them, so the call is retried for a while.
+	local := "http://hello." + ns + ".svc.cluster.local/"
+	fetch := "http://" + c.KnativeIngressAddr() + "/fetch?url=" + url.QueryEscape(local)
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); got != "200 knative-test:" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		got = tryPost(ctx, fetch, host)
+	}
+	if got != "200 knative-test:" {
+		t.Errorf("a pod's GET %s: %q, want %q", local, got, "200 knative-test:")
+	}
+}
+
+// tryPost is post without failing the test: the status and body, or the
+// error.
+func tryPost(ctx context.Context, url, host string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return err.Error()
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		return resp.Status + " " + string(body)
+	}
+	return string(body)
 }
 
 // shared is the cluster the tests of this binary share: starting Knative

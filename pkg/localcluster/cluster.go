@@ -118,6 +118,9 @@ type Cluster struct {
 	pnodeLogs []*os.File
 	ingress   Ingress
 	ingLog    *os.File
+	// localRelay relays the pods' way to the ingress's cluster-local
+	// listener (ingresslocal.go).
+	localRelay *localRelay
 
 	stopOnce sync.Once
 	stopErr  error

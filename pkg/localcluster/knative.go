@@ -118,7 +118,9 @@ func (c *Cluster) startKnativeIngress() error {
 	}
 	c.ingress, c.ingLog = srv, logf
 	c.progress("Knative ingress at http://%s, cluster-local at http://%s", srv.ExternalAddr(), srv.LocalAddr())
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.exposeLocalIngress(ctx, kube)
 }
 
 // KnativeIngressAddr is where the Knative ingress serves Services by their
@@ -133,6 +135,10 @@ func (c *Cluster) KnativeIngressAddr() string {
 // stopKnativeIngress stops the ingress first, so no request is proxied to a
 // pod being stopped; open requests get a second.
 func (c *Cluster) stopKnativeIngress() error {
+	if c.localRelay != nil {
+		c.localRelay.close()
+		c.localRelay = nil
+	}
 	if c.ingress == nil {
 		return nil
 	}

@@ -15,7 +15,11 @@ package processnode
 //     reaches the Service's port whatever its targetPort; a headless
 //     Service (clusterIP: None) at the address of one ready endpoint of
 //     its EndpointSlices (the first in address order), and not at all
-//     while it has none.
+//     while it has none; an ExternalName Service whose externalName is
+//     another Service's name in this cluster (<svc>.<ns>.svc[.cluster.local],
+//     how Knative names a Service's cluster-local address: an ExternalName
+//     to its ingress's private load balancer) at that Service's address, as
+//     cluster DNS would follow the CNAME; other ExternalNames not at all.
 //
 // The files follow the Services and EndpointSlices: each is rewritten in
 // place (not renamed, so the bind mounts see the new content) when what
@@ -50,14 +54,20 @@ type hostsTable struct {
 
 // serviceAddrs is the address of each Service: its ClusterIP, or for a
 // headless Service with a ready endpoint among the slices, the address of
-// its first ready endpoint. ExternalName Services have none.
+// its first ready endpoint; for an ExternalName Service naming another
+// Service of the cluster, that Service's address. Other ExternalName
+// Services have none.
 func serviceAddrs(services []*corev1.Service, slices []*discoveryv1.EndpointSlice) map[string]string {
 	out := map[string]string{}
 	headless := map[string]bool{}
+	aliases := map[string]string{} // ExternalName "<svc>.<ns>" -> the "<svc>.<ns>" it names
 	for _, svc := range services {
 		key := svc.Name + "." + svc.Namespace
 		switch ip := svc.Spec.ClusterIP; {
 		case svc.Spec.Type == corev1.ServiceTypeExternalName:
+			if target, ok := clusterServiceName(svc.Spec.ExternalName); ok {
+				aliases[key] = target
+			}
 		case ip == corev1.ClusterIPNone:
 			headless[key] = true
 		case ip != "":
@@ -84,7 +94,41 @@ func serviceAddrs(services []*corev1.Service, slices []*discoveryv1.EndpointSlic
 		sort.Strings(addrs)
 		out[k] = addrs[0]
 	}
+	// An alias names a Service with an address, or another alias: follow
+	// at most maxAliasHops, so a loop of ExternalNames ends.
+	for k, target := range aliases {
+		for range maxAliasHops {
+			if addr, ok := out[target]; ok {
+				out[k] = addr
+				break
+			}
+			next, ok := aliases[target]
+			if !ok {
+				break
+			}
+			target = next
+		}
+	}
 	return out
+}
+
+// maxAliasHops bounds how many ExternalName Services a name is followed
+// through.
+const maxAliasHops = 4
+
+// clusterServiceName returns "<svc>.<ns>" for an externalName that names a
+// Service of this cluster: <svc>.<ns>.svc or <svc>.<ns>.svc.cluster.local,
+// with or without the final dot.
+func clusterServiceName(name string) (string, bool) {
+	name = strings.TrimSuffix(strings.ToLower(name), ".")
+	rest, ok := strings.CutSuffix(name, ".svc.cluster.local")
+	if !ok {
+		rest, ok = strings.CutSuffix(name, ".svc")
+	}
+	if !ok || strings.Count(rest, ".") != 1 {
+		return "", false
+	}
+	return rest, true
 }
 
 // set replaces the Services' addresses; it reports whether they changed.

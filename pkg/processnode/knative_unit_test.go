@@ -133,11 +133,21 @@ func TestHostsNameServicesAtTheirClusterIP(t *testing.T) {
 	svc := func(ns, name, clusterIP string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{ClusterIP: clusterIP}}
 	}
-	ext := svc("kn", "mapped", "")
-	ext.Spec.Type, ext.Spec.ExternalName = corev1.ServiceTypeExternalName, "example.test"
+	alias := func(ns, name, externalName string) *corev1.Service {
+		s := svc(ns, name, "")
+		s.Spec.Type, s.Spec.ExternalName = corev1.ServiceTypeExternalName, externalName
+		return s
+	}
 	services := []*corev1.Service{
 		svc("knative-serving", "autoscaler", "10.96.0.20"), svc("kn", "none-ready", "10.96.0.21"),
-		svc("kn", "headless", "None"), svc("kn", "headless-none-ready", "None"), ext,
+		svc("kn", "headless", "None"), svc("kn", "headless-none-ready", "None"),
+		alias("kn", "mapped", "example.test"),
+		// Knative's cluster-local name of a Service: an ExternalName to the
+		// ingress's private load balancer, followed as DNS follows a CNAME,
+		// through another alias too; a loop and a missing target name nothing.
+		alias("kn", "private", "autoscaler.knative-serving.svc.cluster.local"),
+		alias("kn", "second", "private.kn.svc."), alias("kn", "loop-a", "loop-b.kn.svc"), alias("kn", "loop-b", "loop-a.kn.svc"),
+		alias("kn", "dangling", "gone.kn.svc.cluster.local"), alias("kn", "too-deep", "a.b.kn.svc"),
 	}
 	h := &hostsTable{apiAddr: "198.18.0.1"}
 	if !h.set(serviceAddrs(services, []*discoveryv1.EndpointSlice{
@@ -156,12 +166,14 @@ func TestHostsNameServicesAtTheirClusterIP(t *testing.T) {
 		"10.96.0.20\tautoscaler.knative-serving.svc.cluster.local autoscaler.knative-serving.svc autoscaler.knative-serving\n",
 		"10.96.0.21\tnone-ready.kn.svc.cluster.local none-ready.kn.svc none-ready.kn none-ready\n",
 		"198.18.0.5\theadless.kn.svc.cluster.local headless.kn.svc headless.kn headless\n",
+		"10.96.0.20\tprivate.kn.svc.cluster.local private.kn.svc private.kn private\n",
+		"10.96.0.20\tsecond.kn.svc.cluster.local second.kn.svc second.kn second\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("hosts file lacks %q:\n%s", want, got)
 		}
 	}
-	for _, not := range []string{"headless-none-ready", "mapped", "no-service"} {
+	for _, not := range []string{"headless-none-ready", "mapped", "no-service", "loop-a", "loop-b", "dangling", "too-deep"} {
 		if strings.Contains(got, not) {
 			t.Errorf("hosts file names %s:\n%s", not, got)
 		}
