@@ -151,10 +151,10 @@ type RTResourceStatus struct {
 	// AvailableReplicas counts ready pods that have been ready for at least
 	// minReadySeconds.
 	// +optional
-	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+	AvailableReplicas int32 `json:"availableReplicas"`
 	// UpdatedReplicas counts live pods of the current template.
 	// +optional
-	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+	UpdatedReplicas int32 `json:"updatedReplicas"`
 	// Selector is spec.selector in string form, for the scale subresource.
 	// +optional
 	Selector string `json:"selector,omitempty"`
@@ -166,14 +166,18 @@ type RTResourceStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// RTResource is a Deployment-like set of pods with a criticality.
+// RTResource is a Deployment-like set of pods with a criticality. Short
+// names: rt, and rtr where Knative is installed (Knative's Route is rt
+// too, and kubectl may pick it). `kubectl get all` lists RTResources.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=rt,scope=Namespaced
+// +kubebuilder:resource:shortName={rt,rtr},categories={all,gantry},scope=Namespaced
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="Criticality",type=integer,JSONPath=`.status.criticality`
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`,priority=1
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RTResource struct {
 	metav1.TypeMeta   `json:",inline"`
