@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs the README's first "Run on Kubernetes" block as written (needs the
-# cached control plane and bin/gantry: `make build controlplane`), less
-# that make line, and stops what it started if a command fails.
-exec "$(dirname "$0")/readme-block.sh" 'Run on Kubernetes'
+# Runs a "Run on Kubernetes" block of the README as written (needs the
+# cached control plane and bin/gantry: `make build controlplane`; the
+# second block, process nodes, needs root), less its make line, and stops
+# what it started if a command fails. The argument picks the block
+# (default 1).
+exec "$(dirname "$0")/readme-block.sh" 'Run on Kubernetes' "${1:-1}"
