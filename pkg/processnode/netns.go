@@ -184,9 +184,13 @@ func (n *podNet) delPod(ip netip.Addr) {
 }
 
 // close removes every namespace and link of the node's /24, and the
-// record.
+// record. It does not wait for the kernel to remove the veths of the
+// deleted namespaces: that took up to vethGoneWait and then a delete by
+// name per link when the machine's namespace clean-up was busy, the bulk
+// of a stop. Whoever claims the /24 next removes what is left first
+// (setupPodNet, CleanupNetwork), as after a crash.
 func (n *podNet) close() {
-	removeNetwork(n.index)
+	startRemoval(n.index)
 	_ = os.Remove(filepath.Join(n.stateDir, netRecord))
 }
 
@@ -200,6 +204,13 @@ func (n *podNet) close() {
 // for five of them, which it waits for (at most vethGoneWait, then it
 // deletes what is left by name).
 func removeNetwork(index int) {
+	waitLinksGone(index, startRemoval(index))
+}
+
+// startRemoval deletes /24 index i's namespaces (their veths go with them,
+// once the kernel has torn them down), hosts files, bridge and other
+// veths, and returns the veths going with their namespaces.
+func startRemoval(index int) map[string]bool {
 	var cmds []string
 	nsp := nsPrefix + strconv.Itoa(index) + "-"
 	withNS := map[string]bool{} // veths going with their namespace
@@ -207,7 +218,12 @@ func removeNetwork(index int) {
 		for _, e := range entries {
 			if suffix, ok := strings.CutPrefix(e.Name(), nsp); ok {
 				cmds = append(cmds, "netns del "+e.Name())
-				withNS[vethPrefix+strconv.Itoa(index)+"-"+suffix] = true
+				// The service namespace lives on while a socket of the
+				// proxy's (a connection it accepted) is open, and its veth
+				// with it: that one is deleted by name below.
+				if suffix != "svc" {
+					withNS[vethPrefix+strconv.Itoa(index)+"-"+suffix] = true
+				}
 			}
 		}
 	}
@@ -224,6 +240,13 @@ func removeNetwork(index int) {
 		}
 	}
 	ipForce(cmds)
+	return withNS
+}
+
+// waitLinksGone waits until /24 index i has no links left, at most
+// vethGoneWait when veths are going with their namespaces, then deletes
+// what is left by name.
+func waitLinksGone(index int, withNS map[string]bool) {
 	for deadline := time.Now().Add(vethGoneWait); len(withNS) > 0; time.Sleep(10 * time.Millisecond) {
 		left := links(index)
 		if len(left) == 0 {

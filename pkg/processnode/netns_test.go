@@ -302,14 +302,17 @@ func assertNoNetwork(t *testing.T, pn *podNet) {
 			}
 		}
 	}
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ifc := range ifs {
-		if ifc.Name == bridgeName(pn.index) || strings.HasPrefix(ifc.Name, vethPrefix+strconv.Itoa(pn.index)+"-") {
-			t.Errorf("link %s left behind", ifc.Name)
+	// A stopped node does not wait for the kernel to remove the veths of
+	// its deleted namespaces (podNet.close): they must go on their own.
+	var left []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left = links(pn.index)
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
 		}
+	}
+	for _, l := range left {
+		t.Errorf("link %s left behind", l)
 	}
 	if rs := ipRoutes(t, "", "table", "all", pn.prefix.String()); len(rs) != 0 {
 		t.Errorf("routes for %s left behind: %v", pn.prefix, rs)
@@ -365,4 +368,39 @@ func TestCleanupNetworkRemovesWhatAKilledNodeLeft(t *testing.T) {
 	if err := CleanupNetwork(dir); err != nil {
 		t.Errorf("a second cleanup: %v", err)
 	}
+}
+
+// A node's stop does not wait for the kernel to tear down its pods'
+// namespaces and veths, so the next node of the same /24 (a restarted
+// cluster) may find veths still going: it starts all the same, its pods
+// at the same addresses, and nothing is left once it stops in turn.
+func TestTheSamePrefixIsSetUpAgainRightAfterAStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: makes network namespaces")
+	}
+	prefix, lock, err := claimPrefix(addressLockDir(), routedSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	var pn *podNet
+	for round := range 2 {
+		pn, err = setupPodNet(prefix, DefaultServiceRange, t.TempDir())
+		if err != nil {
+			if os.Geteuid() != 0 {
+				t.Skipf("pod network namespaces need root: %v", err)
+			}
+			t.Fatal(err)
+		}
+		for ip := pn.gateway.Next(); ip != pn.gateway.Next().Next().Next().Next(); ip = ip.Next() {
+			if _, err := pn.addPod(ip); err != nil {
+				t.Fatalf("round %d, pod %s: %v", round, ip, err)
+			}
+		}
+		if _, err := pn.addServiceNS(); err != nil {
+			t.Fatalf("round %d, service namespace: %v", round, err)
+		}
+		pn.close()
+	}
+	assertNoNetwork(t, pn)
 }
