@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -120,7 +121,8 @@ type Cluster struct {
 	ingLog    *os.File
 	// localRelay relays the pods' way to the ingress's cluster-local
 	// listener (ingresslocal.go).
-	localRelay *localRelay
+	localRelay    *processnode.Relay
+	ingressLogger *slog.Logger
 
 	stopOnce sync.Once
 	stopErr  error

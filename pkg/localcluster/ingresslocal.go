@@ -2,10 +2,8 @@ package localcluster
 
 import (
 	"context"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -13,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"gantry.dev/gantry/pkg/processnode"
 )
 
 // Pods reach a Knative Service by its cluster-local name
@@ -32,96 +32,6 @@ const (
 	privateLBNamespace = "knative-serving"
 )
 
-// localRelay copies each connection accepted on ln to target.
-type localRelay struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // open, closed by close
-}
-
-func startLocalRelay(addr, target string) (*localRelay, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	r := &localRelay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	r.wg.Go(r.serve)
-	return r, nil
-}
-
-func (r *localRelay) serve() {
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		r.wg.Go(func() { r.relay(c) })
-	}
-}
-
-func (r *localRelay) relay(c net.Conn) {
-	defer c.Close()
-	up, err := net.Dial("tcp", r.target)
-	if err != nil {
-		return // the client sees its connection closed, as when no endpoint answers
-	}
-	defer up.Close()
-	if !r.track(c, up) {
-		return
-	}
-	defer r.untrack(c, up)
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(up, c)
-		if tc, ok := up.(*net.TCPConn); ok {
-			_ = tc.CloseWrite() // the client's end of the request
-		}
-		close(done)
-	}()
-	_, _ = io.Copy(c, up)
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
-	}
-	<-done
-}
-
-// track records open connections so close can end them; false once closed.
-func (r *localRelay) track(cs ...net.Conn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.conns == nil {
-		return false
-	}
-	for _, c := range cs {
-		r.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (r *localRelay) untrack(cs ...net.Conn) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range cs {
-		delete(r.conns, c)
-	}
-}
-
-// close stops accepting, ends every open connection and waits for the
-// copies: the ingress behind it is stopping too.
-func (r *localRelay) close() {
-	_ = r.ln.Close()
-	r.mu.Lock()
-	for c := range r.conns {
-		_ = c.Close()
-	}
-	r.conns = nil
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
 // exposeLocalIngress relays the first namespaced process node's bridge
 // address to the ingress's cluster-local listener and publishes the relay
 // as knative-serving/gantry-ingress-local. Without namespaced nodes pods
@@ -137,13 +47,15 @@ func (c *Cluster) exposeLocalIngress(ctx context.Context, kube kubernetes.Interf
 	if host == "" || c.ingress == nil {
 		return nil
 	}
-	r, err := startLocalRelay(net.JoinHostPort(host, "0"), c.ingress.LocalAddr())
+	r, err := processnode.StartRelay(net.JoinHostPort(host, "0"), c.ingress.LocalAddr(), "Knative cluster-local relay", c.ingressLogger)
 	if err != nil {
 		return err
 	}
-	port := int32(r.ln.Addr().(*net.TCPAddr).Port)
+	_, portStr, _ := net.SplitHostPort(r.Addr())
+	p, _ := strconv.Atoi(portStr)
+	port := int32(p)
 	if err := publishPrivateLB(ctx, kube, host, port); err != nil {
-		r.close()
+		r.Close()
 		return err
 	}
 	c.localRelay = r

@@ -111,7 +111,8 @@ func (c *Cluster) startKnativeIngress() error {
 		logf.Close()
 		return errors.New("localcluster: Options.KnativeIngress needs Options.StartIngress")
 	}
-	srv, err := c.opts.StartIngress(kube, dyn, slog.New(slog.NewTextHandler(logf, nil)), c.opts.KnativeIngress)
+	c.ingressLogger = slog.New(slog.NewTextHandler(logf, nil))
+	srv, err := c.opts.StartIngress(kube, dyn, c.ingressLogger, c.opts.KnativeIngress)
 	if err != nil {
 		logf.Close()
 		return fmt.Errorf("Knative ingress at %s: %w", c.opts.KnativeIngress, err)
@@ -136,7 +137,7 @@ func (c *Cluster) KnativeIngressAddr() string {
 // pod being stopped; open requests get a second.
 func (c *Cluster) stopKnativeIngress() error {
 	if c.localRelay != nil {
-		c.localRelay.close()
+		c.localRelay.Close()
 		c.localRelay = nil
 	}
 	if c.ingress == nil {

@@ -8,18 +8,21 @@ import (
 	"time"
 )
 
-// maxRelayed bounds the API server connections the relay carries at once.
+// maxRelayed bounds the connections a relay carries at once.
 const maxRelayed = 256
 
-// apiRelay carries the pods' connections to the API server, which listens
-// on the host's loopback: a pod's 127.0.0.1 is its own, so it reaches the
-// API server at its host IP (the bridge's address) on the API server's
-// port, and the relay copies the bytes through, TLS and all. A client
+// Relay copies the bytes of each connection it accepts to and from its
+// target, TLS and all. Pods reach the host's loopback listeners through
+// relays on the bridge's address: a pod's 127.0.0.1 is its own.
+//
+// The node's API relay carries the pods' connections to the API server at
+// their host IP (the bridge's address) on the API server's port; a client
 // verifies the server's certificate by the name "kubernetes", which the
 // API server's certificate holds.
-type apiRelay struct {
+type Relay struct {
 	ln     net.Listener
 	target string
+	name   string // for the log
 	log    *slog.Logger
 	slots  chan struct{}
 	wg     sync.WaitGroup
@@ -29,25 +32,31 @@ type apiRelay struct {
 }
 
 // startAPIRelay listens on the bridge address at target's port.
-func startAPIRelay(gateway, target string, log *slog.Logger) (*apiRelay, error) {
+func startAPIRelay(gateway, target string, log *slog.Logger) (*Relay, error) {
 	_, port, err := net.SplitHostPort(target)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(gateway, port))
+	return StartRelay(net.JoinHostPort(gateway, port), target, "API relay", log)
+}
+
+// StartRelay relays connections to addr (host:port, port 0 for a free
+// one) to target, at most 256 at once; name prefixes its log lines.
+func StartRelay(addr, target, name string, log *slog.Logger) (*Relay, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	r := &apiRelay{ln: ln, target: target, log: log, slots: make(chan struct{}, maxRelayed), conns: map[net.Conn]bool{}}
+	r := &Relay{ln: ln, target: target, name: name, log: log, slots: make(chan struct{}, maxRelayed), conns: map[net.Conn]bool{}}
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
 }
 
-// Addr is where pods reach the API server.
-func (r *apiRelay) Addr() string { return r.ln.Addr().String() }
+// Addr is where the relay listens.
+func (r *Relay) Addr() string { return r.ln.Addr().String() }
 
-func (r *apiRelay) serve() {
+func (r *Relay) serve() {
 	defer r.wg.Done()
 	for {
 		c, err := r.ln.Accept()
@@ -57,7 +66,7 @@ func (r *apiRelay) serve() {
 		select {
 		case r.slots <- struct{}{}:
 		default:
-			r.log.Warn("API relay: too many connections, refusing one", "max", maxRelayed)
+			r.log.Warn(r.name+": too many connections, refusing one", "max", maxRelayed)
 			c.Close()
 			continue
 		}
@@ -70,11 +79,11 @@ func (r *apiRelay) serve() {
 	}
 }
 
-func (r *apiRelay) relay(c net.Conn) {
+func (r *Relay) relay(c net.Conn) {
 	defer c.Close()
 	up, err := net.DialTimeout("tcp", r.target, 5*time.Second)
 	if err != nil {
-		r.log.Warn("API relay: dialing the API server", "err", err)
+		r.log.Warn(r.name+": dialing its target", "target", r.target, "err", err)
 		return
 	}
 	defer up.Close()
@@ -97,7 +106,7 @@ func (r *apiRelay) relay(c net.Conn) {
 }
 
 // track records a relayed pair so close can end it; false once closed.
-func (r *apiRelay) track(cs ...net.Conn) bool {
+func (r *Relay) track(cs ...net.Conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.conns == nil {
@@ -109,7 +118,7 @@ func (r *apiRelay) track(cs ...net.Conn) bool {
 	return true
 }
 
-func (r *apiRelay) untrack(cs ...net.Conn) {
+func (r *Relay) untrack(cs ...net.Conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
@@ -117,9 +126,9 @@ func (r *apiRelay) untrack(cs ...net.Conn) {
 	}
 }
 
-// close stops listening, ends every relayed connection and waits for
+// Close stops listening, ends every relayed connection and waits for
 // their goroutines.
-func (r *apiRelay) close() {
+func (r *Relay) Close() {
 	r.ln.Close()
 	r.mu.Lock()
 	for c := range r.conns {

@@ -33,25 +33,9 @@ import (
 // node does; the test is skipped where this process may not (no root).
 func newTestPodNet(t *testing.T) *podNet {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: makes network namespaces")
-	}
-	prefix, lock, err := claimPrefix(addressLockDir(), routedSpace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pn, err := setupPodNet(prefix, DefaultServiceRange, t.TempDir())
-	if err != nil {
-		lock.Close()
-		if os.Geteuid() != 0 {
-			t.Skipf("pod network namespaces need root (CAP_NET_ADMIN, CAP_SYS_ADMIN): %v", err)
-		}
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pn.close()
-		lock.Close()
-	})
+	prefix, _ := claimTestPrefix(t)
+	pn := setupTestPodNet(t, prefix, t.TempDir())
+	t.Cleanup(pn.close) // before the claim's release
 	return pn
 }
 
@@ -326,22 +310,9 @@ func assertNoNetwork(t *testing.T, pn *podNet) {
 // service namespace too) and links; CleanupNetwork, which `gantry cluster down` runs on each node's
 // folder, removes them once the node's claim on its /24 is gone.
 func TestCleanupNetworkRemovesWhatAKilledNodeLeft(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: makes network namespaces")
-	}
-	prefix, lock, err := claimPrefix(addressLockDir(), routedSpace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
+	prefix, lock := claimTestPrefix(t)
 	dir := t.TempDir()
-	pn, err := setupPodNet(prefix, DefaultServiceRange, dir)
-	if err != nil {
-		if os.Geteuid() != 0 {
-			t.Skipf("pod network namespaces need root: %v", err)
-		}
-		t.Fatal(err)
-	}
+	pn := setupTestPodNet(t, prefix, dir)
 	defer removeNetwork(pn.index)
 	ip := pn.gateway.Next()
 	if _, err := pn.addPod(ip); err != nil {
@@ -375,23 +346,10 @@ func TestCleanupNetworkRemovesWhatAKilledNodeLeft(t *testing.T) {
 // cluster) may find veths still going: it starts all the same, its pods
 // at the same addresses, and nothing is left once it stops in turn.
 func TestTheSamePrefixIsSetUpAgainRightAfterAStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: makes network namespaces")
-	}
-	prefix, lock, err := claimPrefix(addressLockDir(), routedSpace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
+	prefix, _ := claimTestPrefix(t)
 	var pn *podNet
 	for round := range 2 {
-		pn, err = setupPodNet(prefix, DefaultServiceRange, t.TempDir())
-		if err != nil {
-			if os.Geteuid() != 0 {
-				t.Skipf("pod network namespaces need root: %v", err)
-			}
-			t.Fatal(err)
-		}
+		pn = setupTestPodNet(t, prefix, t.TempDir())
 		for ip := pn.gateway.Next(); ip != pn.gateway.Next().Next().Next().Next(); ip = ip.Next() {
 			if _, err := pn.addPod(ip); err != nil {
 				t.Fatalf("round %d, pod %s: %v", round, ip, err)
@@ -403,4 +361,34 @@ func TestTheSamePrefixIsSetUpAgainRightAfterAStop(t *testing.T) {
 		pn.close()
 	}
 	assertNoNetwork(t, pn)
+}
+
+// claimTestPrefix claims a free /24 for a test that makes network
+// namespaces (skipped under -short); the claim is released when the test
+// ends, unless the test closes the lock first.
+func claimTestPrefix(t *testing.T) (netip.Prefix, *os.File) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: makes network namespaces")
+	}
+	prefix, lock, err := claimPrefix(addressLockDir(), routedSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() })
+	return prefix, lock
+}
+
+// setupTestPodNet sets up prefix's bridge, as a node does, or skips the
+// test where this process may not (no root: CAP_NET_ADMIN, CAP_SYS_ADMIN).
+func setupTestPodNet(t *testing.T, prefix netip.Prefix, dir string) *podNet {
+	t.Helper()
+	pn, err := setupPodNet(prefix, DefaultServiceRange, dir)
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("pod network namespaces need root: %v", err)
+		}
+		t.Fatal(err)
+	}
+	return pn
 }

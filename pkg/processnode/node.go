@@ -188,7 +188,7 @@ type Node struct {
 	lock   *os.File // holds the claim on the address prefix
 	prefix netip.Prefix
 	net    *podNet // the pods' bridge and namespaces, if the node made them
-	relay  *apiRelay
+	relay  *Relay
 	proxy  *serviceProxy // answers the ClusterIPs, when the pods have namespaces
 	// stopServices stops the Service and EndpointSlice informers of the
 	// hosts files and the service proxy.
@@ -561,7 +561,7 @@ func (n *Node) cleanup() {
 		n.prov.Close()
 	}
 	if n.relay != nil {
-		n.relay.close()
+		n.relay.Close()
 	}
 	if n.net != nil {
 		// After the pods: their namespaces go with the bridge.
