@@ -311,7 +311,14 @@ func installCRD(ctx context.Context, dyn dynamic.Interface) error {
 // startIngress runs the ingress until the test ends.
 func (e *env) startIngress(t *testing.T, timeout time.Duration) *Server {
 	t.Helper()
-	s, err := Start(Config{Kube: e.kube, Dynamic: e.dyn, Timeout: timeout}, "127.0.0.1:0", "127.0.0.1:0")
+	return e.startListeners(t, timeout, Listeners{External: "127.0.0.1:0", Local: "127.0.0.1:0"})
+}
+
+// startListeners runs the ingress on l until the test ends, once it has
+// synced.
+func (e *env) startListeners(t *testing.T, timeout time.Duration, l Listeners) *Server {
+	t.Helper()
+	s, err := StartListeners(Config{Kube: e.kube, Dynamic: e.dyn, Timeout: timeout}, l)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,24 +75,7 @@ func (e *env) tlsSecret(t *testing.T, name string, hosts ...string) *x509.Certif
 // startHTTPS runs the ingress with an HTTPS listener until the test ends.
 func (e *env) startHTTPS(t *testing.T) *Server {
 	t.Helper()
-	s, err := StartListeners(Config{Kube: e.kube, Dynamic: e.dyn, Timeout: time.Minute},
-		Listeners{External: "127.0.0.1:0", Local: "127.0.0.1:0", HTTPS: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("ingress shutdown: %v", err)
-		}
-	})
-	select {
-	case <-s.C.Synced():
-	case <-time.After(e2etest.Timeout):
-		t.Fatal("the ingress did not sync")
-	}
-	return s
+	return e.startListeners(t, time.Minute, Listeners{External: "127.0.0.1:0", Local: "127.0.0.1:0", HTTPS: "127.0.0.1:0"})
 }
 
 // httpsClient dials addr whatever the URL's host, trusts certs, and

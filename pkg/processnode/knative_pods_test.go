@@ -13,9 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-
-	"gantry.dev/gantry/pkg/localcluster"
 )
 
 // A pod shaped like Knative's on a process node in the real control plane:
@@ -29,38 +26,9 @@ import (
 // HTTP probe with Knative's K-Network-Probe header) after the first pod had
 // started.
 func TestKnativeShapedPod(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts a control plane")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("pod network and mount namespaces need root")
-	}
-	if err := localcluster.RequireBinaries(); err != nil {
-		t.Skip(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := localcluster.Start(ctx, localcluster.Options{ProcessNodes: 1, Scheduler: true, ControllerManager: true,
-		Programs: map[string]string{"helper": self, "gantry": self}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if !c.ProcessNodes()[0].Namespaced() {
-		t.Fatal("the process node has no pod network namespaces, as root")
-	}
-	kc, err := kubernetes.NewForConfig(c.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc := startNamespacedCluster(ctx, t, "helper", "gantry")
 	const ns = "kn"
 	create := func(what string, err error) {
 		t.Helper()
@@ -68,7 +36,7 @@ func TestKnativeShapedPod(t *testing.T) {
 			t.Fatalf("creating %s: %v", what, err)
 		}
 	}
-	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	create("namespace", err)
 	waitUntil(t, ctx, "the namespace's default service account", func() bool {
 		_, err := kc.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})

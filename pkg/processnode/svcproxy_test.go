@@ -25,38 +25,9 @@ import (
 // service proxy forwards to the ready endpoints in turn, follows an added
 // and a deleted endpoint, and stops answering once the Service is deleted.
 func TestPodsReachServicesAtTheirClusterIP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: starts a control plane")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("pod network namespaces need root")
-	}
-	if err := localcluster.RequireBinaries(); err != nil {
-		t.Skip(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := localcluster.Start(ctx, localcluster.Options{ProcessNodes: 1, Scheduler: true, ControllerManager: true,
-		Programs: map[string]string{"helper": self}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	if !c.ProcessNodes()[0].Namespaced() {
-		t.Fatal("the process node has no pod network namespaces, as root")
-	}
-	kc, err := kubernetes.NewForConfig(c.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc := startNamespacedCluster(ctx, t, "helper")
 	const ns = "sp"
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -178,4 +149,46 @@ func readyPodIP(t *testing.T, ctx context.Context, kc kubernetes.Interface, ns, 
 		return false
 	})
 	return ip
+}
+
+// startNamespacedCluster starts a local control plane with one process node
+// whose pods get network namespaces (root), with this test binary as each
+// of the programs named, stopped when the test ends, and returns an admin
+// client.
+func startNamespacedCluster(ctx context.Context, t *testing.T, programs ...string) kubernetes.Interface {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts a control plane")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("pod network and mount namespaces need root")
+	}
+	if err := localcluster.RequireBinaries(); err != nil {
+		t.Skip(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	progs := map[string]string{}
+	for _, p := range programs {
+		progs[p] = self
+	}
+	c, err := localcluster.Start(ctx, localcluster.Options{ProcessNodes: 1, Scheduler: true, ControllerManager: true, Programs: progs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !c.ProcessNodes()[0].Namespaced() {
+		t.Fatal("the process node has no pod network namespaces, as root")
+	}
+	kc, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }
