@@ -84,6 +84,10 @@ func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	rep.Triggers = k.triggerList()
 	rep.Audit, rep.AuditReductions = k.auditReport()
 	rep.Interrupted = ctx.Err() != nil
+	rep.Warnings = churnWarnings(rep.Churn)
+	for _, w := range rep.Warnings {
+		k.logf("WARNING: %s", w)
+	}
 	return rep, nil
 }
 

@@ -36,6 +36,13 @@ type KnativeOptions struct {
 	Function string
 	// RequestTimeout bounds one request.
 	RequestTimeout time.Duration
+	// ContinuousPeriod paces the continuous cases: a burst of N every
+	// period, N/period objects/s, in both arms alike (pacer.go); 0 runs
+	// them back to back, as fast as each arm's API server takes its own
+	// objects, which gives the arms unequal interference (the run warns).
+	// --churn-rate, if set, wins. Interval cases keep the paper's burst
+	// every IntervalPeriod.
+	ContinuousPeriod time.Duration
 	// Warmup is how long the interference runs before the traffic starts,
 	// so the scale-ups meet a loaded control plane.
 	Warmup time.Duration
@@ -56,6 +63,9 @@ const (
 	MaxConcurrency    = 1000 // Knative's own bound on containerConcurrency
 	MaxScaleBound     = 20
 	MaxRequestTimeout = 5 * time.Minute
+	// MaxContinuousPeriod bounds KnativeOptions.ContinuousPeriod: slower
+	// than the interval mode's 10 s is no longer continuous.
+	MaxContinuousPeriod = 10 * time.Second
 	// MaxKnativeServices bounds Options.Services in a Knative run.
 	MaxKnativeServices = 20
 )
@@ -71,6 +81,7 @@ func DefaultKnativeOptions() KnativeOptions {
 		FreshServices:        true,
 		RequestTimeout:       30 * time.Second,
 		Warmup:               2 * time.Second,
+		ContinuousPeriod:     time.Second,
 	}
 }
 
@@ -106,6 +117,8 @@ func (o Options) validateKnative() error {
 		return fmt.Errorf("knative: max scale must be in 0..%d, got %d", MaxScaleBound, k.MaxScale)
 	case k.RequestTimeout < time.Second || k.RequestTimeout > MaxRequestTimeout:
 		return fmt.Errorf("knative: request timeout must be in 1s..%v, got %v", MaxRequestTimeout, k.RequestTimeout)
+	case k.ContinuousPeriod < 0 || k.ContinuousPeriod > MaxContinuousPeriod:
+		return fmt.Errorf("knative: continuous period must be in 0..%v, got %v", MaxContinuousPeriod, k.ContinuousPeriod)
 	case k.Warmup < 0 || k.Warmup >= o.Iteration:
 		return fmt.Errorf("knative: warm-up must be in [0, iteration), got %v", k.Warmup)
 	case o.Services > MaxKnativeServices:
