@@ -3,6 +3,7 @@ package orchbench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -210,7 +211,14 @@ func (k *knRun) prepare(ctx context.Context, ctl string) error {
 	}
 	// Services start at zero (initial-scale 0), as the paper's are scaled
 	// to zero before each iteration; Knative refuses that unless allowed.
-	patch := []byte(`{"data":{"allow-zero-initial-scale":"true"}}`)
+	data := map[string]string{"allow-zero-initial-scale": "true"}
+	if g := k.opts.KN.ScaleToZeroGrace; g > 0 {
+		data["scale-to-zero-grace-period"] = g.String()
+	}
+	patch, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		return err
+	}
 	if _, err := k.kube.CoreV1().ConfigMaps(knativeinstall.Namespace).Patch(ctx, "config-autoscaler", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("allow Knative Services to start at zero: %w", err)
 	}

@@ -31,6 +31,12 @@ type KnativeOptions struct {
 	// iteration), but each iteration's Revisions are new. It is the
 	// default (docs/knative.md says why).
 	FreshServices bool
+	// ScaleToZeroGrace, when set, is config-autoscaler's
+	// scale-to-zero-grace-period in both arms (Knative's default 30 s):
+	// how long the KPA keeps a Revision's last pod after it decided on
+	// zero. It does not touch the scale-up decisions (the stable and panic
+	// windows stay Knative's); it shortens --fresh-services=false's wait.
+	ScaleToZeroGrace time.Duration
 	// Function is the example function the Services run, as the image
 	// dev.local/gantry-fn:<Function>.
 	Function string
@@ -117,6 +123,8 @@ func (o Options) validateKnative() error {
 		return fmt.Errorf("knative: max scale must be in 0..%d, got %d", MaxScaleBound, k.MaxScale)
 	case k.RequestTimeout < time.Second || k.RequestTimeout > MaxRequestTimeout:
 		return fmt.Errorf("knative: request timeout must be in 1s..%v, got %v", MaxRequestTimeout, k.RequestTimeout)
+	case k.ScaleToZeroGrace < 0 || k.ScaleToZeroGrace > MaxRequestTimeout:
+		return fmt.Errorf("knative: scale-to-zero grace must be in 0..%v, got %v", MaxRequestTimeout, k.ScaleToZeroGrace)
 	case k.ContinuousPeriod < 0 || k.ContinuousPeriod > MaxContinuousPeriod:
 		return fmt.Errorf("knative: continuous period must be in 0..%v, got %v", MaxContinuousPeriod, k.ContinuousPeriod)
 	case k.Warmup < 0 || k.Warmup >= o.Iteration:
