@@ -125,6 +125,9 @@ func TestKnTrackerIgnoresForeignWritesAndDropsCancelledScaleUps(t *testing.T) {
 	clk.step(10)
 	tr.onTarget(deployment(3, 3, replicasBy("autoscaler", "scale")))
 	tr.onTarget(deployment(1, 4, replicasBy("autoscaler", "scale")))
+	if fw := tr.takeForeign(); len(fw) != 1 || fw["kubectl-edit (Update)"] != 1 {
+		t.Errorf("foreign writers %v, want kubectl-edit (Update) once", fw)
+	}
 	trigs, cancelled, foreign, _ := tr.take()
 	if len(trigs) != 0 || cancelled != 1 || foreign != 1 {
 		t.Fatalf("triggers %d, cancelled %d, foreign %d; want 0, 1, 1", len(trigs), cancelled, foreign)
