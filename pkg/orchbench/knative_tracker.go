@@ -163,11 +163,21 @@ func (t *knTracker) onTarget(obj any) {
 	}
 }
 
+// unownedScale names the writer of a rise of spec.replicas that no
+// managedFields entry owns. The API server drops the field's owner when
+// /scale writes 0 (autoscaling/v1's Scale omits a zero spec.replicas) and
+// records none for the next /scale write from zero either
+// (TestScaleFromZeroLeavesReplicasWithoutOwner): the KPA's scale-ups of a
+// Revision it scaled to zero. A write of the object itself that changed
+// replicas would own them, so an ownerless rise came through /scale.
+const unownedScale = "unowned (/scale from zero)"
+
 // scaleWriter returns the manager whose managedFields entry owns
-// spec.replicas, if that entry was written through the /scale subresource;
-// else false and the owner as "manager (operation)".
+// spec.replicas, if that entry was written through the /scale subresource
+// (unownedScale if none owns it); else false and the owner as
+// "manager (operation)".
 func scaleWriter(fields []metav1.ManagedFieldsEntry) (string, bool) {
-	owner := "none"
+	owner := unownedScale
 	for _, f := range fields {
 		if !ownsReplicas(f) {
 			continue
@@ -177,7 +187,7 @@ func scaleWriter(fields []metav1.ManagedFieldsEntry) (string, bool) {
 		}
 		owner = fmt.Sprintf("%s (%s)", f.Manager, f.Operation)
 	}
-	return owner, false
+	return owner, owner == unownedScale
 }
 
 // takeForeign returns and forgets the foreign rises' owners.

@@ -165,3 +165,16 @@ func TestKnTrackerTimesGantryByProgressingForTheNewGeneration(t *testing.T) {
 		t.Fatalf("starts processing %v ms, want 30", got)
 	}
 }
+
+// A rise of replicas that no managedFields entry owns came through /scale
+// from zero (the API server keeps no owner then): a trigger.
+func TestKnTrackerTakesAnOwnerlessRiseForTheKPAs(t *testing.T) {
+	tr, clk := newTestTracker(true)
+	tr.onTarget(deployment(0, 1, metav1.ManagedFieldsEntry{}))
+	clk.step(10)
+	tr.onTarget(deployment(2, 2, metav1.ManagedFieldsEntry{}))
+	trigs, _, foreign, writers := tr.take()
+	if len(trigs) != 1 || foreign != 0 || writers[unownedScale] != 1 {
+		t.Fatalf("triggers %d, foreign %d, writers %v; want one trigger by %q", len(trigs), foreign, writers, unownedScale)
+	}
+}
