@@ -57,6 +57,15 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 		}
 	}
 
+	if len(r.ControllerManager) > 0 {
+		b.WriteString("\n## kube-controller-manager: where vanilla waits\n\n| controller | mode | burst | queue | keys | mean wait ms | over 100 ms | mean sync ms |\n|---|---|---:|---|---:|---:|---:|---:|\n")
+		for _, c := range r.ControllerManager {
+			for _, q := range c.Queues {
+				fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %.0f | %d | %.0f |\n", c.Controller, c.Mode, c.Burst, q.Name, q.Items, q.QueueMeanMs, q.QueueOver100ms, q.WorkMeanMs)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | client limiter | %d | %.1f | %d | - |\n", c.Controller, c.Mode, c.Burst, c.Requests, c.LimiterMeanMs, c.LimiterOver100ms)
+		}
+	}
 	r.writeBreakdown(&b)
 	if len(plots) > 0 {
 		b.WriteString("\n## Plots\n\n")
