@@ -17,7 +17,7 @@ const gantryPrefix = "gantry.dev/"
 // knownAnnotations are Gantry's annotations applyMeta reads.
 var knownAnnotations = []string{AnnotationSLO, AnnotationCriticality, AnnotationConcurrency,
 	AnnotationSizeHeader, AnnotationSizeRange, AnnotationSizeUnit, AnnotationSizeSensitive, AnnotationMaxQueue, AnnotationSLOTarget, AnnotationTimeout,
-	AnnotationKind, AnnotationAsyncDeadline, AnnotationIdempotent, AnnotationSocketActivation}
+	AnnotationKind, AnnotationAsyncDeadline, AnnotationColdStart, AnnotationIdempotent, AnnotationSocketActivation}
 
 // LabelScaleZero is OpenFaaS's com.openfaas.scale.zero: "false" keeps at
 // least one instance (scale.min at least 1); "true" is Gantry's default,
