@@ -77,6 +77,9 @@ func (g *Gateway) invokeAsync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := callid.Ensure(r.Header)
+	// Every answer from here names the call: a client told 503 retries
+	// with it, and a job stored already is stored once.
+	w.Header().Set(callid.Header, id)
 	j := &async.Job{CallID: id, Function: decl.Name, Namespace: decl.NamespaceOrDefault(), Criticality: decl.Criticality,
 		Method: r.Method, Path: "/" + r.PathValue("path"), Query: r.URL.RawQuery, Header: r.Header,
 		Body: body, CallbackURL: cb, Accepted: accepted}
@@ -84,7 +87,6 @@ func (g *Gateway) invokeAsync(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
-	w.Header().Set(callid.Header, id)
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -122,6 +124,10 @@ func (g *Gateway) publish(ctx context.Context, j *async.Job) *failure {
 		return &failure{http.StatusRequestEntityTooLarge, "too_large", err}
 	}
 	g.asyncM.Refused("unavailable")
+	if errors.Is(err, async.ErrUnconfirmed) {
+		return &failure{http.StatusServiceUnavailable, "unavailable", fmt.Errorf("the async queue did not confirm the request, "+
+			"which may be stored and run: retry with the same %s within 2 minutes and it is stored once: %v", callid.Header, err)}
+	}
 	return &failure{http.StatusServiceUnavailable, "unavailable", fmt.Errorf("the async queue did not store the request: %v", err)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"gantry.dev/gantry/pkg/async"
 	"gantry.dev/gantry/pkg/backend"
@@ -401,5 +404,84 @@ func TestAsyncCallbackPasswordStaysOutOfTheLog(t *testing.T) {
 	waitUntil(t, "the callback given up", func() bool { return strings.Contains(logged.String(), "callback given up") })
 	if out := logged.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "hook:xxxxx@") {
 		t.Fatalf("the log shows the callback's password, or not the redacted URL:\n%s", out)
+	}
+}
+
+// While the external NATS server is down an async request is refused at
+// once with 503 and its X-Call-Id, and is never stored: before, nats.go
+// buffered it, the client was told 503 "did not store" after 10 s, and
+// the job was stored and run once the server came back.
+func TestAsyncRefusedWhileNATSIsDownIsNeverStored(t *testing.T) {
+	store := t.TempDir()
+	startNATS := func(port int) *server.Server {
+		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: store, NoSigs: true, NoLog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		if !ns.ReadyForConnections(30 * time.Second) {
+			t.Fatal("NATS server not ready")
+		}
+		return ns
+	}
+	ns := startNATS(-1)
+	port := ns.Addr().(*net.TCPAddr).Port
+	s := &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}
+	g := startAsyncGateway(t, s, async.Config{URL: ns.ClientURL()})
+	rcv := newReceiver(t, nil)
+	accepted := 0
+	if code, msg := postAsync(t, g.URL()+"/async-function/echo", "before", rcv.URL); code != http.StatusAccepted {
+		t.Fatalf("with the server up: %d %s", code, msg)
+	}
+	accepted++
+	rcv.next(t)
+	ns.Shutdown()
+	// The gateway sees the connection close; until it does, a job may be
+	// sent into it and answered "did not confirm" (nothing stores it).
+	refused := 0
+	for i := 0; refused == 0; i++ {
+		if i == 100 {
+			t.Fatal("no 503 in 100 requests with the NATS server down")
+		}
+		code, msg, h := do(t, http.MethodPost, g.URL()+"/async-function/echo", "while-down", map[string]string{async.CallbackHeader: rcv.URL})
+		switch {
+		case code == http.StatusAccepted:
+			t.Fatalf("202 with the NATS server down")
+		case code != http.StatusServiceUnavailable || h.Get(callid.Header) == "":
+			t.Fatalf("with the server down: %d %q, X-Call-Id %q; want 503 naming the call", code, msg, h.Get(callid.Header))
+		case strings.Contains(msg, "did not store the request"):
+			refused++
+		case !strings.Contains(msg, "did not confirm"):
+			t.Fatalf("503 %q: want it to say whether the job may be stored", msg)
+		}
+	}
+	ns = startNATS(port)
+	t.Cleanup(ns.Shutdown)
+	// Once reconnected, a job is accepted again; anything buffered while
+	// the server was down would be stored before it.
+	waitUntil(t, "a job accepted after the server came back", func() bool {
+		code, _ := postAsync(t, g.URL()+"/async-function/echo", "after", rcv.URL)
+		return code == http.StatusAccepted
+	})
+	accepted++
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), async.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq != uint64(accepted) {
+		t.Fatalf("the stream stored %d jobs, want the %d accepted (a refused one was stored)", info.State.LastSeq, accepted)
 	}
 }
