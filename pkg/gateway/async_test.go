@@ -300,7 +300,8 @@ func TestAsyncMoreCriticalFunctionsArePulledFirst(t *testing.T) {
 // With --nats-url two gateways consume one stream on an external NATS
 // server: jobs accepted by either are all delivered, once each.
 func TestAsyncTwoGatewaysShareAnExternalNATS(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		JetStreamMaxStore: testMaxStore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +415,8 @@ func TestAsyncCallbackPasswordStaysOutOfTheLog(t *testing.T) {
 func TestAsyncRefusedWhileNATSIsDownIsNeverStored(t *testing.T) {
 	store := t.TempDir()
 	startNATS := func(port int) *server.Server {
-		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: store, NoSigs: true, NoLog: true})
+		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: store, NoSigs: true, NoLog: true,
+			JetStreamMaxStore: testMaxStore})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -485,3 +487,9 @@ func TestAsyncRefusedWhileNATSIsDownIsNeverStored(t *testing.T) {
 		t.Fatalf("the stream stored %d jobs, want the %d accepted (a refused one was stored)", info.State.LastSeq, accepted)
 	}
 }
+
+// testMaxStore is the JetStream store an external test server offers. Left
+// out, the server offers a share of the disk's free space, and refuses the
+// stream's 1 GiB bound ("insufficient storage resources") on a machine
+// with little free: the tests store a few KiB.
+const testMaxStore = 4 << 30
