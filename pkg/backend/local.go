@@ -622,7 +622,6 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// prefixWriter prefixes every line with an instance's ID.
 // streamWriter writes one output stream to every writer of ws that is not
 // nil.
 func streamWriter(ws ...io.Writer) io.Writer {
@@ -635,6 +634,7 @@ func streamWriter(ws ...io.Writer) io.Writer {
 	return io.MultiWriter(out...)
 }
 
+// prefixWriter prefixes every line with an instance's ID.
 type prefixWriter struct {
 	mu     sync.Mutex
 	w      io.Writer

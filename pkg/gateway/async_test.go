@@ -493,3 +493,29 @@ func TestAsyncRefusedWhileNATSIsDownIsNeverStored(t *testing.T) {
 // stream's 1 GiB bound ("insufficient storage resources") on a machine
 // with little free: the tests store a few KiB.
 const testMaxStore = 4 << 30
+
+// A second signal ends the wait for async jobs too: a job held by an
+// instance that is still starting goes back to the queue at once, rather
+// than holding the hurried gateway until the start times out.
+func TestHurriedShutdownDoesNotWaitForAsyncJobs(t *testing.T) {
+	f := stack.Function{Name: "never", Command: "sleep 600", SizeSensitive: true}
+	f.Defaults()
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{f}}, async.Config{})
+	if code, msg := postAsync(t, srv.URL()+"/async-function/never", "x", ""); code != http.StatusAccepted {
+		t.Fatalf("async: %d %s", code, msg)
+	}
+	// The job runs: its instance is starting, and never gets ready.
+	waitUntil(t, "the job waiting on a start", func() bool {
+		st, _ := srv.D.Function("never")
+		return st.Starting > 0 && st.Queued > 0
+	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	srv.Hurry()
+	// Far below the 30 s start timeout, which it waited for before.
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the hurried shutdown still waits for the async job after 15s")
+	}
+}
