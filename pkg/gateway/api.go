@@ -560,7 +560,7 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, dispatch.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrRefused):
+	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrRefused), errors.Is(err, dispatch.ErrInUse):
 		code = http.StatusConflict
 	case errors.Is(err, dispatch.ErrQueueFull):
 		w.Header().Set("Retry-After", "1")
