@@ -34,6 +34,8 @@ func TestMeaningfulLabelsAnnotationsAndEnvAreHonouredOrRefused(t *testing.T) {
 		{"cold-start 0s", Deployment{Annotations: map[string]string{AnnotationColdStart: "0s"}}, "must be above 0; leave it out"},
 		{"size range with more after it", Deployment{Annotations: map[string]string{AnnotationSizeRange: "1-2xyz"}}, "must be MIN-MAX"},
 		{"size header not a header name", Deployment{Annotations: map[string]string{AnnotationSizeHeader: "X Size:"}}, "not an HTTP header name"},
+		{"empty label name", Deployment{Labels: map[string]string{"": "x"}}, `label name ""`},
+		{"annotation name with a space", Deployment{Annotations: map[string]string{"my key": "x"}}, `annotation name "my key"`},
 		{"two criticalities", Deployment{Annotations: map[string]string{AnnotationCriticality: "5", AnnotationKnativeCriticality: "7"}}, "disagree"},
 	}
 	for _, c := range refused {
