@@ -76,6 +76,15 @@ func (g *Gateway) invokeAsync(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
+	// An async client's own X-Call-Id is what makes its retry safe (a job
+	// stored already is stored once): one that would be replaced, or sent
+	// twice, is refused rather than swapped for a fresh one unseen.
+	if ids := r.Header.Values(callid.Header); len(ids) > 1 || len(ids) == 1 && !callid.Valid(ids[0]) {
+		g.fail(w, name, &failure{http.StatusBadRequest, "bad_request", fmt.Errorf(
+			"%s must be given once, as 1 to %d printable ASCII characters without spaces (or left out, and the gateway names the call)",
+			callid.Header, callid.MaxLen)})
+		return
+	}
 	id := callid.Ensure(r.Header)
 	// Every answer from here names the call: a client told 503 retries
 	// with it, and a job stored already is stored once.

@@ -519,3 +519,33 @@ func TestHurriedShutdownDoesNotWaitForAsyncJobs(t *testing.T) {
 		t.Fatal("the hurried shutdown still waits for the async job after 15s")
 	}
 }
+
+// An async client's X-Call-Id makes its retry safe (stored once): one the
+// gateway would replace, or two of them, is refused with the reason and
+// nothing stored, not swapped for a fresh identity the client never sees
+// until the 202.
+func TestAsyncCallIDThatWouldBeReplacedIsRefused(t *testing.T) {
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}, async.Config{})
+	for _, ids := range [][]string{{"has space"}, {strings.Repeat("a", callid.MaxLen+1)}, {"one", "two"}, {"é"}} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL()+"/async-function/echo", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header[callid.Header] = ids
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "X-Call-Id must be given once") {
+			t.Errorf("X-Call-Id %q: %d %q, want 400 with the reason", ids, resp.StatusCode, body)
+		}
+	}
+	if n, err := srv.queue.Depth(context.Background()); err != nil || n != 0 {
+		t.Fatalf("queue depth %d (%v), want nothing stored", n, err)
+	}
+	if code, id := postAsync(t, srv.URL()+"/async-function/echo", "x", ""); code != http.StatusAccepted || id == "" {
+		t.Fatalf("without X-Call-Id: %d %q, want 202 with one the gateway set", code, id)
+	}
+}
