@@ -104,6 +104,9 @@ type core struct {
 	// dispSlow is the same estimate over about 40 windows: the SLO
 	// sizing's rate error (predictionSD).
 	dispSlow float64
+	// dispMean is the slow estimate the steadiness test reads: the mean
+	// of the windows seen, then an EWMA like dispSlow (steady.go).
+	dispMean float64
 	// loadWindows counts the windows closed since the first arrival,
 	// the one it came in included (observeDispersion).
 	loadWindows int

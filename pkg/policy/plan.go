@@ -61,6 +61,7 @@ func (c *core) closeWindow() {
 		c.loadWindows++
 	}
 	if c.load != nil {
+		c.observeTrendError() // before Observe: the trend's prediction was for this window
 		c.load.Observe(c.winCount)
 		if lvl, ok := c.load.Predict(c.nextWindow); ok && c.p.loadTrend {
 			c.observeTrend(lvl)
@@ -323,6 +324,7 @@ func (c *core) observeDispersion() {
 	}
 	e := c.winCount - want
 	d := e * e / want
+	c.dispMean += max(slowDispersionAlpha, 1/float64(c.dispN+1)) * (d - c.dispMean) // steady.go
 	if c.dispN == 0 {
 		c.disp, c.dispSlow = d, d
 	} else {
