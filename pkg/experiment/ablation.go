@@ -47,6 +47,7 @@ func AblationVariants() []string {
 		"gantry-no-refused",       // a request the full queue refuses is not counted as demand
 		"gantry-no-steady-excess", // no retirement of the excess above the target on steady load
 		"gantry-no-trend",         // no trend (Holt) added to the predicted rate on steady load
+		"gantry-no-periodic",      // no pre-warm ahead of a step that recurs at a period
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

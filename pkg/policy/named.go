@@ -115,6 +115,9 @@ type parts struct {
 	// loadTrend adds, on steady load, the trend of the predicted rate
 	// (steady_trend.go): an EWMA lags a ramp.
 	loadTrend bool
+	// periodic pre-warms a step that recurs at a period before it comes
+	// (periodic.go); it needs arrivalBurst, whose excess it sets.
+	periodic bool
 	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
@@ -154,7 +157,7 @@ var catalog = map[string]parts{
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
-		steadyExcess: true, noWarmBuffer: true, loadTrend: true}, // the warm buffer: burst.go, warmBuffer
+		steadyExcess: true, noWarmBuffer: true, loadTrend: true, periodic: true}, // the warm buffer: burst.go, warmBuffer
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -186,6 +189,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
+	"gantry-no-periodic":      func(p *parts) { p.periodic = false },
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -223,7 +227,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm",
-		"gantry-no-cusum", "gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic",
+		"gantry-no-cusum", "gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-periodic",
 		"gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend",
 		"gantry-panic", "gantry-panic-2sigma", "gantry-stream", "gantry-warm-buffer"}
 }

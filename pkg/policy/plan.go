@@ -25,6 +25,9 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	if c.p.arrivalBurst {
 		c.riseAdvance(now) // the spans follow the clock (burst.go)
 	}
+	if c.p.arrivalBurst && c.p.periodic {
+		c.periodAdvance(now) // so do the seconds (periodic.go)
+	}
 	window := false
 	for !now.Before(c.nextWindow) {
 		c.closeWindow()
@@ -33,6 +36,9 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	}
 	if window {
 		c.resize(now)
+	}
+	if c.p.arrivalBurst && c.p.periodic {
+		c.periodPrewarm(now)
 	}
 	surge := c.surge(now)
 	c.instant.begin(now, views)
