@@ -47,7 +47,8 @@ func AblationVariants() []string {
 		"gantry-no-refused",       // a request the full queue refuses is not counted as demand
 		"gantry-no-steady-excess", // no retirement of the excess above the target on steady load
 		"gantry-no-trend",         // no trend (Holt) added to the predicted rate on steady load
-		"gantry-no-periodic",      // no pre-warm ahead of a step that recurs at a period
+		"gantry-no-periodic",      // no pre-warm ahead of a step that recurs at a period, nor the seasonal prediction
+		"gantry-no-seasonal",      // the pre-warm, but the EWMA's prediction while a period holds
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

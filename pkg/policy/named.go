@@ -118,6 +118,8 @@ type parts struct {
 	// periodic pre-warms a step that recurs at a period before it comes
 	// (periodic.go); it needs arrivalBurst, whose excess it sets.
 	periodic bool
+	// seasonal predicts, while a period holds, the rate one period ago.
+	seasonal bool
 	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
@@ -157,7 +159,7 @@ var catalog = map[string]parts{
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
-		steadyExcess: true, noWarmBuffer: true, loadTrend: true, periodic: true}, // the warm buffer: burst.go, warmBuffer
+		steadyExcess: true, noWarmBuffer: true, loadTrend: true, periodic: true, seasonal: true}, // the warm buffer: burst.go, warmBuffer
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -190,6 +192,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
 	"gantry-no-periodic":      func(p *parts) { p.periodic = false },
+	"gantry-no-seasonal":      func(p *parts) { p.seasonal = false },
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -228,7 +231,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm",
 		"gantry-no-cusum", "gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic", "gantry-no-periodic",
-		"gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend",
+		"gantry-no-refused", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend",
 		"gantry-panic", "gantry-panic-2sigma", "gantry-stream", "gantry-warm-buffer"}
 }
 

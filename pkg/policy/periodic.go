@@ -37,6 +37,12 @@ import (
 //     window after the onset: every function is sized for it at once, so
 //     the step finds its containers warm. The on-arrival detector then
 //     compares arrivals with that raised rate and takes over after it.
+//   - Seasonal prediction. While a period holds, each window's rate is
+//     predicted as the rate of the same window one period earlier (the
+//     per-second counts of the last histSeconds are kept), instead of
+//     the EWMA: an EWMA lags each step's end by several windows and, by
+//     its error at every step, inflates the dispersion the sizing's
+//     margin reads; the rate a period ago knows when the step ends.
 const (
 	onsetRatio   = 1.5
 	onsetZ       = 6.0
@@ -68,7 +74,14 @@ type periodState struct {
 	period, next, warmed int64
 	// prewarms counts the pre-warms acted on (tests, ablation).
 	prewarms int64
+	// hist holds the closed seconds' counts for the last histSeconds
+	// (by index modulo histSeconds), for the seasonal prediction.
+	hist []float64
 }
+
+// histSeconds bounds the seasonal history: the longest period and a
+// window of ten minutes past it.
+const histSeconds = int64(maxPeriod/time.Second) + 600
 
 // secondOf is the index of the second of the clock holding now.
 func (c *core) secondOf(now time.Time) int64 {
@@ -92,6 +105,9 @@ func (c *core) periodAdvance(now time.Time) {
 	}
 	if s-p.sec > secondsKept {
 		// Skip the silence but the ring's worth of it (all zero).
+		for k := p.sec; k < min(s-secondsKept, p.sec+histSeconds); k++ {
+			c.recordSecond(k, 0)
+		}
 		p.sec, p.n = s-secondsKept, 0
 		for i := range p.counts {
 			p.counts[i] = 0
@@ -99,6 +115,7 @@ func (c *core) periodAdvance(now time.Time) {
 	}
 	for p.sec < s {
 		p.counts[p.sec%secondsKept] = p.n
+		c.recordSecond(p.sec, p.n)
 		p.closed++
 		p.n = 0
 		c.testOnset(p.sec)
@@ -202,4 +219,28 @@ func (c *core) periodPrewarm(now time.Time) {
 		}
 	}
 	p.prewarms++
+}
+
+func (c *core) recordSecond(sec int64, n float64) {
+	p := &c.period
+	if p.hist == nil {
+		p.hist = make([]float64, histSeconds)
+	}
+	p.hist[sec%histSeconds] = n
+}
+
+// seasonalRate is the rate one period before the coming window, while a
+// period holds and that window is in the history.
+func (c *core) seasonalRate(now time.Time) (float64, bool) {
+	p := &c.period
+	w := int64(c.spec.Window / time.Second)
+	from := c.secondOf(now) - p.period
+	if p.period == 0 || from < 0 || from+w > p.sec || p.sec-from > histSeconds || w <= 0 {
+		return 0, false
+	}
+	sum := 0.0
+	for k := from; k < from+w; k++ {
+		sum += p.hist[k%histSeconds]
+	}
+	return sum / float64(w), true
 }

@@ -99,3 +99,25 @@ func TestPeriodicIgnoresConstantAndUnevenLoad(t *testing.T) {
 		t.Errorf("stopped steps: pre-warms %v (want one), period %d, onsets %v (want forgotten)", warms, c.period.period, c.period.onsets)
 	}
 }
+
+// While a period holds, the window after a recurring step ends is sized
+// for the rate of the same window one period before (40/s), where the
+// EWMA still remembers the step (gantry-no-seasonal).
+func TestSeasonalPredictionFollowsThePeriod(t *testing.T) {
+	step := func(at time.Duration) float64 {
+		if at%time.Minute >= 30*time.Second && at%time.Minute < 50*time.Second {
+			return 160
+		}
+		return 40
+	}
+	// The last Plan is at 4m50.5s: the window from 4m50s was sized at
+	// its start, just after the fifth step ended.
+	c, _ := periodicRun(t, "gantry", 4*time.Minute+50600*ms, step)
+	if c.period.period != 60 || c.rate < 30 || c.rate > 50 {
+		t.Errorf("gantry: period %d s, rate %.1f/s after a step; want 60 s and about 40/s", c.period.period, c.rate)
+	}
+	e, _ := periodicRun(t, "gantry-no-seasonal", 4*time.Minute+50600*ms, step)
+	if e.rate < 60 {
+		t.Errorf("gantry-no-seasonal: rate %.1f/s after a step; want the EWMA's lag above 60/s", e.rate)
+	}
+}

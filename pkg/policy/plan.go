@@ -124,6 +124,11 @@ func (c *core) predictRate(now time.Time) (float64, bool) {
 	if c.oracle != nil {
 		return c.oracle.Peak(now), true
 	}
+	if c.p.periodic && c.p.seasonal {
+		if r, ok := c.seasonalRate(now); ok {
+			return r, true // the rate one period ago (periodic.go)
+		}
+	}
 	n, ok := c.load.Predict(now)
 	if !ok {
 		return 0, false
