@@ -50,6 +50,8 @@ func AblationVariants() []string {
 		"gantry-no-steady-mean",   // the steadiness test's slow dispersion an EWMA started at the first window
 		"gantry-no-rate-floor",    // no floor (the EWMA's own error) on the rate error the sizing averages over
 		"gantry-no-own-gate",      // the trend gated on the EWMA's dispersion, not on its own errors'
+		"gantry-no-periodic",      // no pre-warm ahead of a step that recurs at a period, nor the seasonal prediction
+		"gantry-no-seasonal",      // the pre-warm, but the EWMA's prediction while a period holds
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

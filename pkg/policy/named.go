@@ -125,6 +125,11 @@ type parts struct {
 	// trendOwnGate gates the trend on the dispersion of its own
 	// prediction's errors, not the EWMA's (steady_trend.go).
 	trendOwnGate bool
+	// periodic pre-warms a step that recurs at a period before it comes
+	// (periodic.go); it needs arrivalBurst, whose excess it sets.
+	periodic bool
+	// seasonal predicts, while a period holds, the rate one period ago.
+	seasonal bool
 	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
@@ -165,7 +170,7 @@ var catalog = map[string]parts{
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
 		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
-		steadyMean: true, rateFloor: true, trendOwnGate: true},
+		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -200,6 +205,8 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
+	"gantry-no-periodic":      func(p *parts) { p.periodic = false },
+	"gantry-no-seasonal":      func(p *parts) { p.seasonal = false },
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -238,8 +245,9 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
-		"gantry-no-rate-floor", "gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-mean", "gantry-no-steady-retire",
-		"gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma", "gantry-stream", "gantry-warm-buffer"}
+		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
+		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",
+		"gantry-stream", "gantry-warm-buffer"}
 }
 
 // New builds the named policy (or ablation) for an app.
