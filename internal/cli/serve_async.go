@@ -22,6 +22,19 @@ func (f *asyncFlags) register(cmd *cobra.Command) {
 
 func (f *asyncFlags) validate() error {
 	c := f.cfg
+	// The queue's configuration reads 0 as "the default": written on the
+	// command line it would be replaced unseen (--async-callback-retries
+	// 0 retried 5 times).
+	for _, z := range []struct {
+		flag string
+		zero bool
+		def  any
+	}{{"--async-queue", c.MaxJobs == 0, async.DefaultMaxJobs}, {"--async-callback-retries", c.CallbackRetries == 0, async.DefaultCallbackRetries},
+		{"--async-workers", c.Workers == 0, async.DefaultWorkers}, {"--async-ack-wait", c.AckWait == 0, async.DefaultAckWait}} {
+		if z.zero {
+			return usagef("%s 0 is not supported: at least 1 (the default is %v)", z.flag, z.def)
+		}
+	}
 	c.Defaults()
 	if err := c.Validate(); err != nil {
 		return usagef("async: %v", err)

@@ -17,6 +17,11 @@ func TestServeAsyncBadFlagsAreUsageErrors(t *testing.T) {
 		{"--async-workers", "10001"},
 		{"--async-ack-wait", "500ms"},
 		{"--async-ack-wait", "2h"},
+		// 0 would be replaced by the default unseen.
+		{"--async-queue", "0"},
+		{"--async-callback-retries", "0"},
+		{"--async-workers", "0"},
+		{"--async-ack-wait", "0s"},
 	}
 	assertUsageErrors(t, []string{"serve", "--addr", "127.0.0.1:0"}, cases)
 }

@@ -35,6 +35,8 @@ type simFlags struct {
 	idleTimeout                                time.Duration
 	sloTarget                                  float64
 	sloCurve                                   string
+	frontier                                   string
+	predictedLead                              time.Duration
 }
 
 func newSimCmd() *cobra.Command {
@@ -77,6 +79,8 @@ func newSimCmd() *cobra.Command {
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", sim.DefaultIdleTimeout, "stop an instance idle this long, whatever the policy says (gantry serve's --idle-timeout; gantry up uses 30s)")
 	fl.Float64Var(&f.sloTarget, "slo-target", 100*policy.DefaultSLOTarget, "percent of requests that must meet the SLO: gantry sizes each function for it")
 	fl.StringVar(&f.sloCurve, "slo-curve", "", "comma list of SLO targets in percent (e.g. 90,99,99.9,99.99): run the one policy of --policies once per target and write slo-curve.json and slo-curve.png into --out")
+	fl.StringVar(&f.frontier, "frontier", "", "comma list of headrooms in percent (e.g. -20,-10,0,10; negative under-sizes): the online frontier at --slo-target: the oracle, the best fixed pool reaching it, and oracle-predicted (the one policy of --policies) told the rate raised by each headroom; prints a table, and writes frontier.json into --out if given")
+	fl.DurationVar(&f.predictedLead, "predicted-lead", 0, "with --frontier: oracle-predicted is told each second's rate as the highest within this lead (e.g. the cold start)")
 	fl.BoolVar(&f.coldBoot, "cold-boot", false, "start the cluster empty instead of prewarmed for the trace's first window")
 	fl.IntVar(&f.maxQueue, "max-queue", sim.DefaultMaxQueue, fmt.Sprintf("requests that may wait per function, as the gateway's max_queue; past it a request is rejected (HTTP 429 live) (at most %d)", sim.MaxQueueBound))
 	fl.StringVar(&f.out, "out", "", "write results.csv, results.json, report.md and plots/ into this directory")
@@ -141,6 +145,8 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--large-duration only applies to --experiment paper")
 	case !slices.Contains(sim.ColdStartDists(), f.coldStartDist):
 		return usagef("--cold-start-dist must be one of %v, got %q", sim.ColdStartDists(), f.coldStartDist)
+	case changed("predicted-lead") && f.frontier == "":
+		return usagef("--predicted-lead only applies to --frontier")
 	case changed("keep-alive") && (f.keepAlive <= 0 || f.keepAlive > sim.MaxKeepAlive):
 		return usagef("--keep-alive must be in (0, %v], got %v", sim.MaxKeepAlive, f.keepAlive)
 	}
@@ -234,6 +240,9 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	}
 	if f.sloCurve != "" {
 		return runSLOCurve(cmd, f, jobs)
+	}
+	if f.frontier != "" {
+		return runFrontier(cmd, f, jobs)
 	}
 	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
 	if err != nil {

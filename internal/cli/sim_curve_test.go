@@ -57,3 +57,52 @@ func TestSimSLOCurve(t *testing.T) {
 		}
 	}
 }
+
+// --frontier runs the oracle, the fixed pool at --slo-target and
+// oracle-predicted once per headroom, told the rate --predicted-lead
+// ahead; more headroom never holds fewer containers, and it refuses what
+// it cannot run.
+func TestSimFrontier(t *testing.T) {
+	out := t.TempDir()
+	base := []string{"sim", "--app", "sentiment-analysis", "--dist", "uniform", "--trace", "poisson", "--rate", "8",
+		"--duration", "2m", "--nodes", "1", "--cores-per-node", "32"}
+	stdout, _, code, err := gantry(t, append(base, "--policies", "oracle-predicted", "--slo-target", "99",
+		"--frontier=-20,0,50", "--predicted-lead", "2s", "--out", out)...)
+	if err != nil || code != 0 {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	data, err := os.ReadFile(filepath.Join(out, slocurve.FrontierFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f slocurve.Frontier
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Predicted) != 3 || f.Oracle <= 0 || f.FixedPool <= 0 || f.FixedPoolSLO < 0.99 {
+		t.Fatalf("frontier %+v: want 3 points, an oracle and a fixed pool reaching 99%%", f)
+	}
+	if f.Predicted[0].Headroom != -0.2 || f.Predicted[2].AvgContainers < f.Predicted[1].AvgContainers {
+		t.Errorf("points %+v: want headroom -0.2 first and no fewer containers at +50%% than at 0", f.Predicted)
+	}
+	if f.Reached >= 0 && f.Predicted[f.Reached].Compliance < 0.99 {
+		t.Errorf("reached point %+v is below the target", f.Predicted[f.Reached])
+	}
+	if !strings.Contains(stdout, "fixed pool at 99.000%") {
+		t.Errorf("stdout %q has no fixed pool line", stdout)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policies", "gantry", "--frontier", "0"}, "--policies oracle-predicted"},
+		{[]string{"--policies", "oracle-predicted", "--frontier=-95"}, "headrooms in percent"},
+		{[]string{"--policies", "oracle-predicted", "--frontier", "0", "--predicted-lead", "2h"}, "--predicted-lead must be"},
+		{[]string{"--policies", "oracle-predicted", "--predicted-lead", "2s"}, "only applies to --frontier"},
+	} {
+		_, _, code, err := gantry(t, append(base, c.args...)...)
+		if code != 2 || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: exit %d, err %v; want exit 2 and %q", c.args, code, err, c.want)
+		}
+	}
+}

@@ -30,8 +30,13 @@ var (
 	ErrFull = errors.New("async queue full")
 	// ErrTooLarge: the job does not fit one message (HTTP 413).
 	ErrTooLarge = errors.New("async request too large")
-	// ErrUnavailable: the queue could not take the job (HTTP 503).
+	// ErrUnavailable: the queue could not take the job (HTTP 503); it is
+	// not stored.
 	ErrUnavailable = errors.New("async queue unavailable")
+	// ErrUnconfirmed: the job was sent but no acknowledgement came (the
+	// server went meanwhile): it may be stored, and run. A publish of the
+	// same call ID within the stream's duplicate window stores it once.
+	ErrUnconfirmed = errors.New("async queue did not confirm the job")
 )
 
 // Names on the wire. The stream and its consumers are shared by every

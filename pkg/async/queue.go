@@ -49,7 +49,12 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 }
 
 func (q *Queue) connect() error {
-	opts := []nats.Option{nats.Name("gantry-gateway"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	// No reconnect buffer: while the connection is down a publish fails
+	// at once. With nats.go's default 8 MiB buffer it waited there, the
+	// client was told 503 "not stored" at the acknowledgement's timeout,
+	// and the job was sent, stored and run once the server came back.
+	opts := []nats.Option{nats.Name("gantry-gateway"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectBufSize(-1)}
 	url := q.cfg.URL
 	if url == "" {
 		if err := q.startEmbedded(); err != nil {
@@ -175,7 +180,14 @@ func (q *Queue) Publish(ctx context.Context, j *Job) error {
 			return nil
 		case err = <-f.Err():
 		case <-ctx.Done():
-			err = fmt.Errorf("no acknowledgement: %w", ctx.Err())
+			err = ctx.Err()
+		}
+		// JetStream's refusal (the stream full, ...) or no stream to take
+		// it: not stored. Anything else is a message sent whose answer did
+		// not come (a timeout, the connection lost): it may be stored.
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) && !errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("%w: no acknowledgement: %v", ErrUnconfirmed, err)
 		}
 	}
 	switch {

@@ -17,9 +17,13 @@ type InstanceHook func(id string, f stack.Function) (Prepared, error)
 type Prepared struct {
 	// Env is added to the instance's environment.
 	Env []string
-	// Output receives the instance's stdout and stderr, besides
-	// LocalConfig.Log.
+	// Output receives the instance's stdout, besides LocalConfig.Log, and
+	// its stderr too unless Stderr is set. A writer that cuts lines needs
+	// one per stream: the two are separate pipes read concurrently, so a
+	// partial line on one would otherwise join a line of the other.
 	Output io.Writer
+	// Stderr receives the instance's stderr, besides LocalConfig.Log.
+	Stderr io.Writer
 	// Started hears the instance's process ID once it runs (the leader
 	// of its process group).
 	Started func(pid int)

@@ -281,13 +281,17 @@ func (l *Local) launch(id string, f stack.Function) (*proc, error) {
 	// however the gateway dies; and its own PID namespace where allowed,
 	// so that everything it started dies with it (childproc).
 	cmd.SysProcAttr = childproc.Attr()
-	var w io.Writer = &prefixWriter{w: l.cfg.Log, prefix: id + ": "}
-	if prep.Output != nil {
-		w = io.MultiWriter(w, prep.Output)
-	}
 	p := &proc{inst: Instance{ID: id, Function: f.Ref(), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))},
 		cmd: cmd, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = w, io.MultiWriter(w, &p.stderr)
+	// One writer per stream: stdout and stderr are two pipes copied
+	// concurrently, and a line cutter shared by both would join a partial
+	// line of one to a line of the other.
+	stderr := prep.Stderr
+	if stderr == nil {
+		stderr = prep.Output
+	}
+	cmd.Stdout = streamWriter(&prefixWriter{w: l.cfg.Log, prefix: id + ": "}, prep.Output)
+	cmd.Stderr = streamWriter(&prefixWriter{w: l.cfg.Log, prefix: id + ": "}, stderr, &p.stderr)
 	// A child that outlives the instance would hold the output pipe open
 	// and Wait with it; past this delay Wait returns anyway.
 	cmd.WaitDelay = time.Second
@@ -616,6 +620,18 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// streamWriter writes one output stream to every writer of ws that is not
+// nil.
+func streamWriter(ws ...io.Writer) io.Writer {
+	var out []io.Writer
+	for _, w := range ws {
+		if w != nil {
+			out = append(out, w)
+		}
+	}
+	return io.MultiWriter(out...)
 }
 
 // prefixWriter prefixes every line with an instance's ID.

@@ -30,6 +30,10 @@ func Ensure(h http.Header) string {
 	return id
 }
 
+// Valid reports an identity Ensure keeps: 1 to MaxLen printable ASCII
+// characters without spaces.
+func Valid(id string) bool { return valid(id) }
+
 func valid(id string) bool {
 	if id == "" || len(id) > MaxLen {
 		return false

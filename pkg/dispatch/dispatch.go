@@ -32,6 +32,9 @@ var (
 	ErrQueueFull = errors.New("queue full")
 	// ErrExists: a function or app of that name is already deployed.
 	ErrExists = errors.New("already exists")
+	// ErrInUse: the function is chained by an app, which must change
+	// first (HTTP 409).
+	ErrInUse = errors.New("in use")
 	// ErrClosed: the dispatcher is shutting down (HTTP 503).
 	ErrClosed = errors.New("shutting down")
 )

@@ -224,10 +224,10 @@ func TestAppsGroupTheirChainUnderOnePolicy(t *testing.T) {
 	if !ok || len(app.Budget) != 2 || app.Budget[1] != 3*time.Second || app.Budget[0] != 1500*time.Millisecond {
 		t.Fatalf("app %+v", app)
 	}
-	if err := d.DeployApp(stack.App{Name: "again", Functions: []string{"a"}}); !errors.Is(err, ErrExists) {
+	if err := d.DeployApp(stack.App{Name: "again", Functions: []string{"a"}}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("a function in two apps: %v", err)
 	}
-	if err := d.Remove(context.Background(), "a"); !errors.Is(err, ErrExists) {
+	if err := d.Remove(context.Background(), "a"); !errors.Is(err, ErrInUse) {
 		t.Fatalf("removing a chained function: %v", err)
 	}
 	if err := d.RemoveApp("ab"); err != nil {

@@ -71,6 +71,9 @@ type instance struct {
 	// health check answers.
 	suspect bool
 	gone    bool
+	// stopWhenIdle is a hung instance out of rotation that still runs
+	// other requests: it is stopped when the last of them ends.
+	stopWhenIdle bool
 }
 
 func (in *instance) free() int { return in.slots - len(in.running) }

@@ -196,7 +196,7 @@ func (l *Lease) Hung(err error) {
 		return
 	}
 	d.cfg.Logger.Warn("instance hung: replacing it", "instance", in.ID, "err", err)
-	d.lockedReplace(in, d.cfg.Now())
+	d.lockedReplaceHung(in, d.cfg.Now())
 }
 
 // Failed reports that the instance did not answer this request (refused,
@@ -268,6 +268,11 @@ func (d *Dispatcher) lockedRemoveRunning(c *call) {
 	in.freedSeq = d.seq
 	if len(in.running) == 0 {
 		in.idleSince = d.cfg.Now()
+		if in.stopWhenIdle {
+			// A hung instance's last other request ended.
+			in.stopWhenIdle = false
+			d.be.Stop(in.Instance)
+		}
 	}
 }
 

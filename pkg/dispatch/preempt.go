@@ -80,8 +80,31 @@ func (d *Dispatcher) lockedStop(in *instance, now time.Time) {
 // replacement if requests wait (policy.Apply's stranded rule: with other
 // instances serving, the next plan decides) and only then stops it.
 func (d *Dispatcher) lockedReplace(in *instance, now time.Time) {
-	if in.gone {
+	if d.lockedOutOfRotation(in, now) {
+		d.be.Stop(in.Instance)
+	}
+}
+
+// lockedReplaceHung is lockedReplace for an instance that hung on one
+// request: the other requests it runs may be healthy, and are let finish
+// (each bounded by its timeout) before it stops, rather than cut (a 502
+// each).
+func (d *Dispatcher) lockedReplaceHung(in *instance, now time.Time) {
+	if !d.lockedOutOfRotation(in, now) {
 		return
+	}
+	if len(in.running) > 0 {
+		in.stopWhenIdle = true
+		return
+	}
+	d.be.Stop(in.Instance)
+}
+
+// lockedOutOfRotation takes an instance out of service for good and starts
+// its replacement if requests wait; false if it was out already.
+func (d *Dispatcher) lockedOutOfRotation(in *instance, now time.Time) bool {
+	if in.gone {
+		return false
 	}
 	d.lockedAdvance(now)
 	in.gone = true
@@ -91,7 +114,7 @@ func (d *Dispatcher) lockedReplace(in *instance, now time.Time) {
 	fn.stats.Replaced++
 	d.lockedGrant(now)
 	d.lockedEnsureProgress(fn, now)
-	d.be.Stop(in.Instance)
+	return true
 }
 
 // lockedDrain stops an instance after its current requests.

@@ -168,7 +168,7 @@ func (d *Dispatcher) Remove(ctx context.Context, name string) error {
 	}
 	if fn.g.name != name || len(fn.g.chain) > 1 || d.apps[fn.g.name] == fn.g {
 		d.mu.Unlock()
-		return fmt.Errorf("%w: function %q is chained by app %q; remove the app first", ErrExists, name, fn.g.name)
+		return fmt.Errorf("%w: function %q is chained by app %q; remove the app first", ErrInUse, name, fn.g.name)
 	}
 	delete(d.fns, name)
 	d.lockedLeave(fn.g)
@@ -217,7 +217,7 @@ func (d *Dispatcher) deployApp(a stack.App) error {
 	for i, name := range a.Functions {
 		fn := d.fns[name]
 		if fn.g != nil && d.apps[fn.g.name] == fn.g {
-			return fmt.Errorf("%w: function %q is already chained by app %q", ErrExists, name, fn.g.name)
+			return fmt.Errorf("%w: function %q is already chained by app %q", ErrInUse, name, fn.g.name)
 		}
 		if slices.Contains(chain[:i], fn) {
 			return fmt.Errorf("%w: app %q chains %q twice", stack.ErrInvalid, a.Name, name)

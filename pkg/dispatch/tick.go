@@ -349,8 +349,11 @@ func (d *Dispatcher) Scale(name string, n int) error {
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: function %q", ErrNotFound, name)
-	case n < 0 || n > fn.decl.MaxScale:
-		return fmt.Errorf("%w: replicas %d must be in [0, %d], the function's maximum", stack.ErrInvalid, n, fn.decl.MaxScale)
+	case n < fn.decl.MinScale || n > fn.decl.MaxScale:
+		// Below the minimum the autoscaler would start them again at
+		// once: the count would be accepted and not kept.
+		return fmt.Errorf("%w: replicas %d must be in [%d, %d], the function's scale bounds (com.openfaas.scale.min and .max)",
+			stack.ErrInvalid, n, fn.decl.MinScale, fn.decl.MaxScale)
 	}
 	now := d.cfg.Now()
 	if live := fn.liveCount(); n > live {

@@ -47,6 +47,11 @@ func AblationVariants() []string {
 		"gantry-no-refused",       // a request the full queue refuses is not counted as demand
 		"gantry-no-steady-excess", // no retirement of the excess above the target on steady load
 		"gantry-no-trend",         // no trend (Holt) added to the predicted rate on steady load
+		"gantry-no-steady-mean",   // the steadiness test's slow dispersion an EWMA started at the first window
+		"gantry-no-rate-floor",    // no floor (the EWMA's own error) on the rate error the sizing averages over
+		"gantry-no-own-gate",      // the trend gated on the EWMA's dispersion, not on its own errors'
+		"gantry-no-periodic",      // no pre-warm ahead of a step that recurs at a period, nor the seasonal prediction
+		"gantry-no-seasonal",      // the pre-warm, but the EWMA's prediction while a period holds
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

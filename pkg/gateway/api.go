@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,6 +165,39 @@ func (g *Gateway) getFunction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, g.status(s))
 }
 
+// onlyParams refuses a request whose query has a parameter not in allowed,
+// or one of them twice: either would otherwise be answered as if absent
+// (a misspelt ?namesapce=dev listing openfaas-fn).
+func onlyParams(h http.HandlerFunc, allowed ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for k, vs := range r.URL.Query() {
+			switch {
+			case !slices.Contains(allowed, k):
+				takes := "none"
+				if len(allowed) > 0 {
+					takes = "only " + strings.Join(allowed, ", ")
+				}
+				http.Error(w, fmt.Sprintf("unknown query parameter %q: %s %s takes %s", k, r.Method, r.URL.Path, takes), http.StatusBadRequest)
+				return
+			case len(vs) > 1:
+				http.Error(w, fmt.Sprintf("query parameter %q is given %d times: give it once", k, len(vs)), http.StatusBadRequest)
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+// requestNamespace is the namespace a request's body names, else its
+// ?namespace=; both, different, are refused rather than one dropped.
+func requestNamespace(r *http.Request, body string) (string, error) {
+	q := r.URL.Query().Get("namespace")
+	if q != "" && body != "" && q != body {
+		return "", fmt.Errorf("%w: the body names namespace %q, the query %q", stack.ErrInvalid, body, q)
+	}
+	return firstNonEmpty(body, q), nil
+}
+
 // refOf is the registry key of a function a client names: NAME or
 // NAME.NAMESPACE, and maybe a namespace beside it (?namespace= or a
 // request's field), which must agree.
@@ -205,6 +239,14 @@ func (g *Gateway) applyDeployment(w http.ResponseWriter, r *http.Request, update
 	if !readJSONStrict(w, r, &req) {
 		return
 	}
+	ns, err := requestNamespace(r, req.Namespace)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// The namespace is kept in the stored request, as if the body had
+	// named it.
+	req.Namespace = ns
 	f, err := req.function()
 	if err == nil && !g.ns.exists(r.Context(), f.NamespaceOrDefault()) {
 		err = fmt.Errorf("%w: namespace %q does not exist; create it first (faas-cli namespace create %s)", stack.ErrInvalid, f.Namespace, f.Namespace)
@@ -277,7 +319,11 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "functionName is required", http.StatusBadRequest)
 		return
 	}
-	ref, err := refOf(req.FunctionName, firstNonEmpty(req.Namespace, r.URL.Query().Get("namespace")))
+	var ref string
+	ns, err := requestNamespace(r, req.Namespace)
+	if err == nil {
+		ref, err = refOf(req.FunctionName, ns)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -307,7 +353,11 @@ func (g *Gateway) scaleFunction(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	ref, err := refOf(r.PathValue("name"), firstNonEmpty(req.Namespace, r.URL.Query().Get("namespace")))
+	var ref string
+	ns, err := requestNamespace(r, req.Namespace)
+	if err == nil {
+		ref, err = refOf(r.PathValue("name"), ns)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -510,7 +560,7 @@ func writeError(w http.ResponseWriter, err error) {
 		code = http.StatusBadRequest
 	case errors.Is(err, dispatch.ErrNotFound):
 		code = http.StatusNotFound
-	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrRefused):
+	case errors.Is(err, dispatch.ErrExists), errors.Is(err, dispatch.ErrRefused), errors.Is(err, dispatch.ErrInUse):
 		code = http.StatusConflict
 	case errors.Is(err, dispatch.ErrQueueFull):
 		w.Header().Set("Retry-After", "1")

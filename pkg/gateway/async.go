@@ -76,7 +76,19 @@ func (g *Gateway) invokeAsync(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
+	// An async client's own X-Call-Id is what makes its retry safe (a job
+	// stored already is stored once): one that would be replaced, or sent
+	// twice, is refused rather than swapped for a fresh one unseen.
+	if ids := r.Header.Values(callid.Header); len(ids) > 1 || len(ids) == 1 && !callid.Valid(ids[0]) {
+		g.fail(w, name, &failure{http.StatusBadRequest, "bad_request", fmt.Errorf(
+			"%s must be given once, as 1 to %d printable ASCII characters without spaces (or left out, and the gateway names the call)",
+			callid.Header, callid.MaxLen)})
+		return
+	}
 	id := callid.Ensure(r.Header)
+	// Every answer from here names the call: a client told 503 retries
+	// with it, and a job stored already is stored once.
+	w.Header().Set(callid.Header, id)
 	j := &async.Job{CallID: id, Function: decl.Name, Namespace: decl.NamespaceOrDefault(), Criticality: decl.Criticality,
 		Method: r.Method, Path: "/" + r.PathValue("path"), Query: r.URL.RawQuery, Header: r.Header,
 		Body: body, CallbackURL: cb, Accepted: accepted}
@@ -84,7 +96,6 @@ func (g *Gateway) invokeAsync(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, name, fail)
 		return
 	}
-	w.Header().Set(callid.Header, id)
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -122,6 +133,10 @@ func (g *Gateway) publish(ctx context.Context, j *async.Job) *failure {
 		return &failure{http.StatusRequestEntityTooLarge, "too_large", err}
 	}
 	g.asyncM.Refused("unavailable")
+	if errors.Is(err, async.ErrUnconfirmed) {
+		return &failure{http.StatusServiceUnavailable, "unavailable", fmt.Errorf("the async queue did not confirm the request, "+
+			"which may be stored and run: retry with the same %s within 2 minutes and it is stored once: %v", callid.Header, err)}
+	}
 	return &failure{http.StatusServiceUnavailable, "unavailable", fmt.Errorf("the async queue did not store the request: %v", err)}
 }
 

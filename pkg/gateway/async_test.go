@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"gantry.dev/gantry/pkg/async"
 	"gantry.dev/gantry/pkg/backend"
@@ -297,7 +300,8 @@ func TestAsyncMoreCriticalFunctionsArePulledFirst(t *testing.T) {
 // With --nats-url two gateways consume one stream on an external NATS
 // server: jobs accepted by either are all delivered, once each.
 func TestAsyncTwoGatewaysShareAnExternalNATS(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		JetStreamMaxStore: testMaxStore})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,5 +405,147 @@ func TestAsyncCallbackPasswordStaysOutOfTheLog(t *testing.T) {
 	waitUntil(t, "the callback given up", func() bool { return strings.Contains(logged.String(), "callback given up") })
 	if out := logged.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "hook:xxxxx@") {
 		t.Fatalf("the log shows the callback's password, or not the redacted URL:\n%s", out)
+	}
+}
+
+// While the external NATS server is down an async request is refused at
+// once with 503 and its X-Call-Id, and is never stored: before, nats.go
+// buffered it, the client was told 503 "did not store" after 10 s, and
+// the job was stored and run once the server came back.
+func TestAsyncRefusedWhileNATSIsDownIsNeverStored(t *testing.T) {
+	store := t.TempDir()
+	startNATS := func(port int) *server.Server {
+		ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: store, NoSigs: true, NoLog: true,
+			JetStreamMaxStore: testMaxStore})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		if !ns.ReadyForConnections(30 * time.Second) {
+			t.Fatal("NATS server not ready")
+		}
+		return ns
+	}
+	ns := startNATS(-1)
+	port := ns.Addr().(*net.TCPAddr).Port
+	s := &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}
+	g := startAsyncGateway(t, s, async.Config{URL: ns.ClientURL()})
+	rcv := newReceiver(t, nil)
+	accepted := 0
+	if code, msg := postAsync(t, g.URL()+"/async-function/echo", "before", rcv.URL); code != http.StatusAccepted {
+		t.Fatalf("with the server up: %d %s", code, msg)
+	}
+	accepted++
+	rcv.next(t)
+	ns.Shutdown()
+	// The gateway sees the connection close; until it does, a job may be
+	// sent into it and answered "did not confirm" (nothing stores it).
+	refused := 0
+	for i := 0; refused == 0; i++ {
+		if i == 100 {
+			t.Fatal("no 503 in 100 requests with the NATS server down")
+		}
+		code, msg, h := do(t, http.MethodPost, g.URL()+"/async-function/echo", "while-down", map[string]string{async.CallbackHeader: rcv.URL})
+		switch {
+		case code == http.StatusAccepted:
+			t.Fatalf("202 with the NATS server down")
+		case code != http.StatusServiceUnavailable || h.Get(callid.Header) == "":
+			t.Fatalf("with the server down: %d %q, X-Call-Id %q; want 503 naming the call", code, msg, h.Get(callid.Header))
+		case strings.Contains(msg, "did not store the request"):
+			refused++
+		case !strings.Contains(msg, "did not confirm"):
+			t.Fatalf("503 %q: want it to say whether the job may be stored", msg)
+		}
+	}
+	ns = startNATS(port)
+	t.Cleanup(ns.Shutdown)
+	// Once reconnected, a job is accepted again; anything buffered while
+	// the server was down would be stored before it.
+	waitUntil(t, "a job accepted after the server came back", func() bool {
+		code, _ := postAsync(t, g.URL()+"/async-function/echo", "after", rcv.URL)
+		return code == http.StatusAccepted
+	})
+	accepted++
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), async.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq != uint64(accepted) {
+		t.Fatalf("the stream stored %d jobs, want the %d accepted (a refused one was stored)", info.State.LastSeq, accepted)
+	}
+}
+
+// testMaxStore is the JetStream store an external test server offers. Left
+// out, the server offers a share of the disk's free space, and refuses the
+// stream's 1 GiB bound ("insufficient storage resources") on a machine
+// with little free: the tests store a few KiB.
+const testMaxStore = 4 << 30
+
+// A second signal ends the wait for async jobs too: a job held by an
+// instance that is still starting goes back to the queue at once, rather
+// than holding the hurried gateway until the start times out.
+func TestHurriedShutdownDoesNotWaitForAsyncJobs(t *testing.T) {
+	f := stack.Function{Name: "never", Command: "sleep 600", SizeSensitive: true}
+	f.Defaults()
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{f}}, async.Config{})
+	if code, msg := postAsync(t, srv.URL()+"/async-function/never", "x", ""); code != http.StatusAccepted {
+		t.Fatalf("async: %d %s", code, msg)
+	}
+	// The job runs: its instance is starting, and never gets ready.
+	waitUntil(t, "the job waiting on a start", func() bool {
+		st, _ := srv.D.Function("never")
+		return st.Starting > 0 && st.Queued > 0
+	})
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	srv.Hurry()
+	// Far below the 30 s start timeout, which it waited for before.
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the hurried shutdown still waits for the async job after 15s")
+	}
+}
+
+// An async client's X-Call-Id makes its retry safe (stored once): one the
+// gateway would replace, or two of them, is refused with the reason and
+// nothing stored, not swapped for a fresh identity the client never sees
+// until the 202.
+func TestAsyncCallIDThatWouldBeReplacedIsRefused(t *testing.T) {
+	srv := startAsyncGateway(t, &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}}, async.Config{})
+	for _, ids := range [][]string{{"has space"}, {strings.Repeat("a", callid.MaxLen+1)}, {"one", "two"}, {"é"}} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL()+"/async-function/echo", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header[callid.Header] = ids
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "X-Call-Id must be given once") {
+			t.Errorf("X-Call-Id %q: %d %q, want 400 with the reason", ids, resp.StatusCode, body)
+		}
+	}
+	if n, err := srv.queue.Depth(context.Background()); err != nil || n != 0 {
+		t.Fatalf("queue depth %d (%v), want nothing stored", n, err)
+	}
+	if code, id := postAsync(t, srv.URL()+"/async-function/echo", "x", ""); code != http.StatusAccepted || id == "" {
+		t.Fatalf("without X-Call-Id: %d %q, want 202 with one the gateway set", code, id)
 	}
 }

@@ -272,3 +272,46 @@ func TestHungInstanceCostsOneRequestAndIsReplaced(t *testing.T) {
 		t.Fatalf("stats %+v: want one timeout, one hung instance replaced by one start, the rest completed", st.Stats)
 	}
 }
+
+// An instance of concurrency above 1 that hangs on one request is taken
+// out of rotation, and stopped only once the other requests it is running
+// have ended: they are answered, not cut (before, each got 502 "failed
+// after receiving the request" when the hung instance was stopped).
+func TestHungInstanceFinishesItsOtherRequestsBeforeItStops(t *testing.T) {
+	f := instanceFunction(t, "stuckone", "stuckone")
+	f.MinScale, f.MaxScale, f.Concurrency = 1, 1, 4
+	f.Timeout = 2 * time.Second
+	be := newTestLocal(t)
+	srv := startGatewayWith(t, &stack.Stack{Functions: []stack.Function{f}}, func(c *ServerConfig) {
+		c.Backend = be
+		c.Gateway.HungGrace = 500 * time.Millisecond
+	})
+	waitUntil(t, "the instance ready", func() bool { st, _ := srv.D.Function("stuckone"); return st.Available == 1 })
+	stuck := make(chan int, 1)
+	go func() { code, _, _ := do(t, "POST", srv.URL()+"/function/stuckone", "stuck", nil); stuck <- code }()
+	waitUntil(t, "the stuck request running", func() bool { st, _ := srv.D.Function("stuckone"); return st.Running == 1 })
+	// The others start before the instance is found hung (at its 2 s
+	// timeout plus the 0.5 s grace) and end after it: 1.5 s each, within
+	// their own timeout.
+	time.Sleep(1200 * time.Millisecond)
+	const others = 3
+	codes := make(chan string, others)
+	for i := range others {
+		go func() {
+			code, body, _ := do(t, "POST", srv.URL()+"/function/stuckone", "slow1500", nil)
+			codes <- fmt.Sprint(i, ": ", code, " ", body)
+		}()
+	}
+	if code := <-stuck; code != 504 {
+		t.Fatalf("the stuck request: %d, want 504", code)
+	}
+	for range others {
+		if got := <-codes; !strings.HasSuffix(got, ": 200 slow1500") {
+			t.Errorf("a request running beside the stuck one: %s, want 200 slow1500", got)
+		}
+	}
+	waitUntil(t, "the hung instance stopped, its replacement serving", func() bool {
+		st, _ := srv.D.Function("stuckone")
+		return st.Stats.Hung == 1 && st.Stats.Replaced == 1 && st.Available == 1 && be.Running(f.Ref()) == 1
+	})
+}

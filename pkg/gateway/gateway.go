@@ -169,28 +169,32 @@ func (g *Gateway) EndStreams() {
 
 func (g *Gateway) routes() {
 	admin := func(h http.HandlerFunc) http.Handler { return g.cfg.Auth.wrap(h) }
-	g.mux.Handle("GET /system/functions", admin(g.listFunctions))
-	g.mux.Handle("POST /system/functions", admin(g.deployFunction))
-	g.mux.Handle("PUT /system/functions", admin(g.updateFunction))
-	g.mux.Handle("DELETE /system/functions", admin(g.deleteFunction))
-	g.mux.Handle("GET /system/function/{name}", admin(g.getFunction))
-	g.mux.Handle("POST /system/scale-function/{name}", admin(g.scaleFunction))
-	g.mux.Handle("GET /system/apps", admin(g.listApps))
-	g.mux.Handle("POST /system/apps", admin(g.deployApp))
-	g.mux.Handle("GET /system/apps/{name}", admin(g.getApp))
-	g.mux.Handle("DELETE /system/apps/{name}", admin(g.deleteApp))
-	g.mux.Handle("GET /system/info", admin(g.info))
-	g.mux.Handle("GET /system/namespaces", admin(g.listNamespaces))
+	// The query parameters OpenFaaS's clients send on each route: any
+	// other (a misspelt ?namesapce=dev) is refused, not ignored.
+	nsOnly := func(h http.HandlerFunc) http.Handler { return admin(onlyParams(h, "namespace")) }
+	none := func(h http.HandlerFunc) http.Handler { return admin(onlyParams(h)) }
+	g.mux.Handle("GET /system/functions", nsOnly(g.listFunctions))
+	g.mux.Handle("POST /system/functions", nsOnly(g.deployFunction))
+	g.mux.Handle("PUT /system/functions", nsOnly(g.updateFunction))
+	g.mux.Handle("DELETE /system/functions", nsOnly(g.deleteFunction))
+	g.mux.Handle("GET /system/function/{name}", nsOnly(g.getFunction))
+	g.mux.Handle("POST /system/scale-function/{name}", nsOnly(g.scaleFunction))
+	g.mux.Handle("GET /system/apps", none(g.listApps))
+	g.mux.Handle("POST /system/apps", none(g.deployApp))
+	g.mux.Handle("GET /system/apps/{name}", none(g.getApp))
+	g.mux.Handle("DELETE /system/apps/{name}", none(g.deleteApp))
+	g.mux.Handle("GET /system/info", none(g.info))
+	g.mux.Handle("GET /system/namespaces", none(g.listNamespaces))
 	g.mux.Handle("GET /system/namespace/{name}", admin(g.getNamespace))
 	g.mux.Handle("POST /system/namespace/{$}", admin(g.createNamespace))
 	g.mux.Handle("POST /system/namespace/{name}", admin(g.createNamespace))
 	g.mux.Handle("PUT /system/namespace/{name}", admin(g.updateNamespace))
 	g.mux.Handle("DELETE /system/namespace/{name}", admin(g.deleteNamespace))
 	g.mux.Handle("GET /system/logs", admin(g.functionLogs))
-	g.mux.Handle("GET /system/secrets", admin(g.secretsRoute(g.listSecrets)))
-	g.mux.Handle("POST /system/secrets", admin(g.secretsRoute(g.createSecret)))
-	g.mux.Handle("PUT /system/secrets", admin(g.secretsRoute(g.updateSecret)))
-	g.mux.Handle("DELETE /system/secrets", admin(g.secretsRoute(g.deleteSecret)))
+	g.mux.Handle("GET /system/secrets", nsOnly(g.secretsRoute(g.listSecrets)))
+	g.mux.Handle("POST /system/secrets", nsOnly(g.secretsRoute(g.createSecret)))
+	g.mux.Handle("PUT /system/secrets", nsOnly(g.secretsRoute(g.updateSecret)))
+	g.mux.Handle("DELETE /system/secrets", nsOnly(g.secretsRoute(g.deleteSecret)))
 	for pattern, h := range g.cfg.Routes {
 		g.mux.Handle(pattern, admin(h.ServeHTTP))
 	}

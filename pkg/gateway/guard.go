@@ -157,6 +157,9 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.next.ServeHTTP(&boundedWriter{ResponseWriter: w, rc: rc, bound: bound + g.limits.WriteExtra}, r)
+	if r.ContentLength != 0 {
+		body.leftUnread()
+	}
 }
 
 // streams is a request whose answer is a stream with no natural end.
@@ -278,6 +281,25 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 }
 
 func (b *boundedBody) Close() error { return b.r.Close() }
+
+// unreadGrace bounds how long net/http may read the rest of a body its
+// handler answered without reading to its end (a 400, 401 or 404 answered
+// early).
+const unreadGrace = 500 * time.Millisecond
+
+// leftUnread runs once the handler returned. net/http reads what is left
+// of the body before it sends the answer, to keep the connection; a
+// client that stalled mid-body would hold its answer until the idle bound
+// (30 s by default). The rest of a body already sent is read within the
+// grace and the connection kept; past it the answer goes out and the
+// connection closes.
+func (b *boundedBody) leftUnread() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.done && !b.aborted {
+		_ = b.rc.SetReadDeadline(time.Now().Add(unreadGrace))
+	}
+}
 
 // abort makes a pending or later read return at once.
 func (b *boundedBody) abort() {

@@ -420,3 +420,59 @@ func TestStalledManagementBodyAnswers408(t *testing.T) {
 		t.Fatalf("%d %q, want 408 saying the body came too slowly", resp.StatusCode, body)
 	}
 }
+
+// A request answered before its body was read (a 400 for bad JSON, a 404
+// for a function that does not exist) gets its answer at once when the
+// client stalls mid-body, not at the body's idle bound: net/http reads
+// the rest before answering, within a short grace. A whole body sent
+// keeps the connection for the next request.
+func TestEarlyAnswerDoesNotWaitForAStalledBody(t *testing.T) {
+	srv := limitedServer(t, Limits{ReadHeader: 2 * time.Second, BodyIdle: 2 * time.Minute}, 20*time.Second)
+	for _, c := range []struct {
+		req  string
+		want int
+	}{
+		{"POST /system/functions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nxxxxx", http.StatusBadRequest},
+		{"POST /function/nobody HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nxxxxx", http.StatusNotFound},
+	} {
+		c2, err := net.Dial("tcp", srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Far below the idle bound: before, the answer came at it.
+		_ = c2.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(c2, c.req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c2), nil)
+		if err != nil {
+			t.Fatalf("%q: no answer before the idle bound: %v", c.req, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		c2.Close()
+		if resp.StatusCode != c.want || len(body) < 10 {
+			t.Fatalf("%q: %d %q, want %d with a reason", c.req, resp.StatusCode, body, c.want)
+		}
+	}
+	// The whole body sent: the rest is read and the connection kept.
+	conn, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(conn)
+	for i := range 2 {
+		if _, err := io.WriteString(conn, "POST /function/nobody HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nxxxxx"); err != nil {
+			t.Fatalf("request %d on the kept connection: %v", i, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d on the kept connection: %v", i, err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusNotFound || resp.Close {
+			t.Fatalf("answer %d: %d, close %v; want 404 on a kept connection", i, resp.StatusCode, resp.Close)
+		}
+	}
+}

@@ -45,13 +45,16 @@ func (g *Gateway) prepareInstance(id string, f stack.Function) (backend.Prepared
 	if err != nil {
 		return backend.Prepared{}, err
 	}
-	out := g.logs.Writer(f.Ref(), id)
+	// A line cutter per stream, so that a partial line on one is never
+	// joined to a line of the other.
+	out, errOut := g.logs.Writer(f.Ref(), id), g.logs.Writer(f.Ref(), id)
 	started, unwatch := g.watchMemory(id, f)
-	return backend.Prepared{Env: env, Output: out, Started: started, Done: func() {
+	return backend.Prepared{Env: env, Output: out, Stderr: errOut, Started: started, Done: func() {
 		if unwatch != nil {
 			unwatch()
 		}
 		out.Close()
+		errOut.Close()
 		if cleanup != nil {
 			cleanup()
 		}

@@ -150,3 +150,26 @@ func TestLogsFollowStreamsNewLinesAndEndsWithTheGateway(t *testing.T) {
 	for range lines {
 	}
 }
+
+// stdout and stderr are two pipes read concurrently: a partial line on one
+// must not take in a line written on the other meanwhile.
+func TestLogsKeepStdoutAndStderrLinesApart(t *testing.T) {
+	f := stack.Function{Name: "mixer", SizeSensitive: true,
+		Command: "printf out-a; sleep 0.3; echo err-line >&2; sleep 0.3; echo out-b; exit 3"}
+	f.Defaults()
+	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{f}}, nil)
+	// It exits before it is ready: the request that started it is refused,
+	// and its lines are kept.
+	if code, _, _ := do(t, "POST", srv.URL()+"/function/mixer", "x", nil); code != 503 {
+		t.Fatalf("invoke: %d, want 503 for an instance that exits before ready", code)
+	}
+	var got []logMessage
+	waitUntil(t, "two lines", func() bool { _, got, _ = readLogs(t, srv, "name=mixer"); return len(got) >= 2 })
+	lines := map[string]bool{}
+	for _, m := range got {
+		lines[m.Text] = true
+	}
+	if len(got) != 2 || !lines["out-aout-b"] || !lines["err-line"] {
+		t.Fatalf("lines %q, want out-aout-b (stdout) and err-line (stderr), each whole", texts(got))
+	}
+}

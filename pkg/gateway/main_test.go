@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,15 @@ func serveInstance(mode string) {
 			}
 			if stuck.Load() {
 				time.Sleep(time.Hour)
+			}
+		case "stuckone":
+			// "stuck" never ends; "slowN" takes N ms; anything else
+			// echoes at once. The health check answers throughout.
+			if string(body) == "stuck" {
+				time.Sleep(time.Hour)
+			}
+			if ms, err := strconv.Atoi(strings.TrimPrefix(string(body), "slow")); err == nil {
+				time.Sleep(time.Duration(ms) * time.Millisecond)
 			}
 		case "crash":
 			os.Exit(3)

@@ -263,6 +263,12 @@ func (g *Gateway) readNamespace(w http.ResponseWriter, r *http.Request) (functio
 		http.Error(w, fmt.Sprintf("at most %d labels and %d annotations", stack.MaxEnv, stack.MaxEnv), http.StatusBadRequest)
 		return ns, false
 	}
+	for kind, m := range map[string]map[string]string{"label": ns.Labels, "annotation": ns.Annotations} {
+		if err := stack.CheckMetaKeys(kind, m); err != nil {
+			http.Error(w, fmt.Sprintf("namespace %q: %v", ns.Name, err), http.StatusBadRequest)
+			return ns, false
+		}
+	}
 	return ns, true
 }
 

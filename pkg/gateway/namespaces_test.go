@@ -39,6 +39,8 @@ func TestNamespacesKeepSameNamedFunctionsApart(t *testing.T) {
 	mustCode(201, "POST", "/system/namespace/", `{"name":"staging","labels":{"team":"a"}}`)
 	mustCode(409, "POST", "/system/namespace/staging", `{}`)
 	mustCode(400, "POST", "/system/namespace/", `{"name":"Bad_NS"}`)
+	// A label no Kubernetes namespace could carry is refused, not kept.
+	mustCode(400, "POST", "/system/namespace/", `{"name":"blank","labels":{"":"x"}}`)
 	mustCode(202, "POST", "/system/functions", `{"service":"f","envProcess":"x","namespace":"staging"}`)
 	mustCode(202, "POST", "/system/functions", `{"service":"f","envProcess":"x"}`)
 	mustCode(409, "POST", "/system/functions", `{"service":"f","envProcess":"x","namespace":"openfaas-fn"}`)

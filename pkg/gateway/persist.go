@@ -244,7 +244,13 @@ func (g *Gateway) restoreOne(ctx context.Context, rec storedFunction) error {
 	if rec.Replicas == nil {
 		return nil
 	}
-	n := *rec.Replicas
+	// An update after the scale may have moved the bounds past it (it
+	// keeps the count, as OpenFaaS's does): the nearest count within them.
+	n := min(max(*rec.Replicas, f.MinScale), f.MaxScale)
+	if n != *rec.Replicas {
+		g.cfg.Logger.Info("the stored replica count is outside the function's scale bounds; restored to the nearest within them",
+			"function", f.Ref(), "stored", *rec.Replicas, "replicas", n, "min", f.MinScale, "max", f.MaxScale)
+	}
 	if err := g.d.Scale(f.Ref(), n); err != nil && !errors.Is(err, dispatch.ErrRefused) {
 		return fmt.Errorf("replicas %d: %w", n, err)
 	}

@@ -273,3 +273,39 @@ func TestAFunctionInAnotherNamespaceSurvivesARestart(t *testing.T) {
 		t.Fatalf("the default namespace has no keep: %d", code)
 	}
 }
+
+// A scale outside the function's bounds is refused, below its minimum as
+// above its maximum (below, the autoscaler started them again at once: the
+// count was accepted and not kept). An update that moves the bounds past
+// a stored scale keeps the function: a restart restores the nearest count
+// within them (before, it logged the function as not deployed again and
+// served it with no instance).
+func TestScaleOutsideTheBoundsIsRefusedAndRestoredWithinThem(t *testing.T) {
+	dir := t.TempDir()
+	srv, stop := startStateGateway(t, dir, nil)
+	bounds := func(min, max string) map[string]any {
+		return map[string]any{"labels": map[string]string{"com.openfaas.scale.min": min, "com.openfaas.scale.max": max}}
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/system/functions", deploymentJSON(t, "b", "echo", bounds("1", "4")), nil); code != 202 {
+		t.Fatalf("deploy: %d %q", code, body)
+	}
+	for n, want := range map[string]string{"0": "replicas 0 must be in [1, 4]", "5": "replicas 5 must be in [1, 4]"} {
+		code, body, _ := do(t, "POST", srv.URL()+"/system/scale-function/b", `{"serviceName":"b","replicas":`+n+`}`, nil)
+		if code != 400 || !strings.Contains(body, want) || !strings.Contains(body, "com.openfaas.scale.min") {
+			t.Errorf("scale to %s: %d %q, want 400 saying %q", n, code, body, want)
+		}
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/system/scale-function/b", `{"serviceName":"b","replicas":4}`, nil); code != 202 {
+		t.Fatalf("scale to 4: %d %q", code, body)
+	}
+	// The stored count, 4, is above the maximum the update sets.
+	if code, body, _ := do(t, "PUT", srv.URL()+"/system/functions", deploymentJSON(t, "b", "echo", bounds("0", "2")), nil); code != 202 {
+		t.Fatalf("update: %d %q", code, body)
+	}
+	stop()
+	srv, _ = startStateGateway(t, dir, nil)
+	waitUntil(t, "two instances of b after the restart", func() bool { st, _ := srv.D.Function("b"); return st.Available == 2 })
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/b", "x", nil); code != 200 || body != "x" {
+		t.Fatalf("invoke after the restart: %d %q", code, body)
+	}
+}

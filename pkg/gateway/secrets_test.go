@@ -66,6 +66,13 @@ func TestSecretsAPIKeepsValuesPrivateAndHandsThemToInstances(t *testing.T) {
 	if code, body, _ := do(t, "POST", srv.URL()+"/function/reader", "api-key", nil); code != 200 || body != "700:\x00\x01\x02\xff" {
 		t.Fatalf("the instance read %d %q", code, body)
 	}
+	// An update reaches the running instance, as a pod's secret volume
+	// is updated; before, it kept the value it started with.
+	call("PUT", `{"name":"db-password","value":"rotated"}`, 202, "")
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/reader", "db-password", nil); code != 200 || body != "700:rotated" {
+		t.Fatalf("after the update the instance read %d %q, want 700:rotated", code, body)
+	}
+	call("PUT", `{"name":"db-password","value":"s3cret"}`, 202, "")
 	_, st := describe(t, srv, "reader")
 	if strings.Join(st.Secrets, ",") != "db-password,api-key" {
 		t.Fatalf("status secrets %v", st.Secrets)

@@ -172,7 +172,15 @@ func (s *Server) shutdown(ctx context.Context) error {
 	// ended: their slots stay busy, and this replica keeps deciding (its
 	// Lease) until they must have finished.
 	s.G.waitHeld(s.hurry)
-	s.stopWorkers(ctx)
+	// The async jobs running get what is left of the drain, and a second
+	// signal ends their wait too (before, it waited on, for a job held by
+	// an instance still starting, up to the start timeout): those not
+	// finished go back to the queue.
+	wctx, wcancel := context.WithCancel(ctx)
+	stopW := context.AfterFunc(s.hurry, wcancel)
+	s.stopWorkers(wctx)
+	stopW()
+	wcancel()
 	s.stop()
 	<-s.ticks
 	s.G.Close()

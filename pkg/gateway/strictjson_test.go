@@ -45,3 +45,47 @@ func TestManagementBodiesRefuseUnknownFieldsAndTrailingData(t *testing.T) {
 		t.Errorf("scale with a trailing newline: %d %q, want 202", code, body)
 	}
 }
+
+// A query parameter a route does not take, a namespace given twice, or a
+// query namespace that disagrees with the body's is refused, never
+// answered as if absent; a query namespace alone is honoured.
+func TestManagementQueriesAreHonouredOrRefused(t *testing.T) {
+	srv, _ := startStateGateway(t, t.TempDir(), &stack.Stack{Functions: []stack.Function{instanceFunction(t, "echo", "echo")}})
+	u := srv.URL()
+	if code, body, _ := do(t, http.MethodPost, u+"/system/namespace/", `{"name":"dev"}`, nil); code != http.StatusCreated {
+		t.Fatalf("create namespace dev: %d %q", code, body)
+	}
+	for _, c := range []struct {
+		method, path, body, want string
+	}{
+		{http.MethodGet, "/system/functions?namesapce=dev", "", `unknown query parameter "namesapce"`},
+		{http.MethodGet, "/system/function/echo?usage=1", "", `unknown query parameter "usage"`},
+		{http.MethodGet, "/system/info?x=1", "", "takes none"},
+		{http.MethodGet, "/system/functions?namespace=dev&namespace=openfaas-fn", "", "given 2 times"},
+		{http.MethodPost, "/system/scale-function/echo?namespace=dev", `{"serviceName":"echo","replicas":1,"namespace":"openfaas-fn"}`, `the body names namespace "openfaas-fn", the query "dev"`},
+		{http.MethodDelete, "/system/functions?namespace=dev", `{"functionName":"echo","namespace":"openfaas-fn"}`, "the body names namespace"},
+		{http.MethodPost, "/system/functions?namespace=openfaas-fn", `{"service":"two","envProcess":"cat","namespace":"dev"}`, "the body names namespace"},
+		{http.MethodGet, "/system/secrets?name=db", "", `unknown query parameter "name"`},
+	} {
+		code, body, _ := do(t, c.method, u+c.path, c.body, nil)
+		if code != http.StatusBadRequest || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s %s: %d %q, want 400 saying %q", c.method, c.path, c.body, code, body, c.want)
+		}
+	}
+	if st, _ := srv.D.Function("echo"); st.Stats.Spawned != 0 || st.Replicas != 0 {
+		t.Errorf("a refused scale started %d instances", st.Stats.Spawned)
+	}
+	if _, ok := srv.D.Function("two.dev"); ok {
+		t.Error("a refused deploy created two.dev")
+	}
+	// A query namespace and a body without one: the query's, as the body's.
+	if code, body, _ := do(t, http.MethodPost, u+"/system/functions?namespace=dev", `{"service":"three","envProcess":"cat"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("deploy with ?namespace=dev: %d %q", code, body)
+	}
+	if code, body, _ := do(t, http.MethodGet, u+"/system/function/three?namespace=dev", "", nil); code != http.StatusOK || !strings.Contains(body, `"namespace":"dev"`) {
+		t.Fatalf("three in dev: %d %q", code, body)
+	}
+	if code, body, _ := do(t, http.MethodDelete, u+"/system/functions?namespace=dev", `{"functionName":"three"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("delete three with ?namespace=dev: %d %q", code, body)
+	}
+}

@@ -204,6 +204,16 @@ func (c *Cluster) AuditLogPath() string { return c.path("audit.log") }
 // QPS and Burst are client-go's defaults; raise them for load tests.
 func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.admin) }
 
+// ControllerManagerURL is kube-controller-manager's secure port (its
+// /metrics answers the admin's client certificate; the serving
+// certificate is self-signed), "" if it was not started.
+func (c *Cluster) ControllerManagerURL() string {
+	if !c.opts.ControllerManager {
+		return ""
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", c.ports.controllerManager)
+}
+
 // Dir is the working folder: certificates, kubeconfigs, etcd data and logs.
 func (c *Cluster) Dir() string { return c.dir }
 

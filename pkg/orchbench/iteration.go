@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"gantry.dev/gantry/pkg/ctxtime"
 )
 
@@ -201,6 +203,23 @@ type pacing struct {
 	rate   float64
 	// calls, if set, collects each create's and delete's round trip.
 	calls *churnCalls
+	// pace, if set, receives the schedule the loop kept.
+	pace *churnPace
+	// clock is the pacer's; nil is the real one.
+	clock clock.Clock
+}
+
+// every is the grid the case's bursts are due on: the interval mode's
+// period, the continuous mode's burst at the rate, or none (0).
+func (p pacing) every(c Case) time.Duration {
+	switch {
+	case c.Mode == ModeInterval:
+		return p.period
+	case p.rate > 0:
+		// A burst's objects spread over the time the rate allows them.
+		return time.Duration(float64(c.Burst) / p.rate * float64(time.Second))
+	}
+	return 0
 }
 
 // churnCalls are the interference's API round trips, in ms: how fast the
@@ -227,11 +246,12 @@ func (c *churnCalls) time(deleting bool, call func() error) error {
 	return err
 }
 
-// churnLoop is churn on any target.
+// churnLoop is churn on any target: each burst's objects are created at
+// once, then deleted at once, and the next burst goes when the pacer says.
 func churnLoop(parent, ctx context.Context, t target, c Case, rep int, p pacing) int {
+	pc := newPacer(p.clock, p.every(c), c.Burst)
 	created := 0
-	for round := 0; ctx.Err() == nil; round++ {
-		start := time.Now()
+	for round := 0; pc.next(ctx) == nil; round++ {
 		names := make([]string, c.Burst)
 		for j := range names {
 			names[j] = fmt.Sprintf("churn-%s-%d-%d-%d-%d", c.Mode, c.Burst, rep, round, j)
@@ -249,17 +269,9 @@ func churnLoop(parent, ctx context.Context, t target, c Case, rep int, p pacing)
 			return p.calls.time(true, func() error { return t.deleteChurn(dctx, n) })
 		})
 		cancel()
-		next := time.Time{}
-		switch {
-		case c.Mode == ModeInterval:
-			next = start.Add(p.period)
-		case p.rate > 0:
-			// A burst's objects spread over the time the rate allows them.
-			next = start.Add(time.Duration(float64(c.Burst) / p.rate * float64(time.Second)))
-		}
-		if !next.IsZero() && ctxtime.Sleep(ctx, time.Until(next)) != nil {
-			break
-		}
+	}
+	if p.pace != nil {
+		*p.pace = pc.pace(ctx)
 	}
 	return created
 }
@@ -303,6 +315,33 @@ type Churn struct {
 	// (Knative runs).
 	Create *Summary `json:"create_ms,omitempty"`
 	Delete *Summary `json:"delete_ms,omitempty"`
+	// The schedule, where paced (Knative runs; pacer.go): Seconds is then
+	// the interference's own time (not the wait for the last scale-ups),
+	// TargetPerSecond the rate the case asks for (0: back to back, no
+	// target), DueObjects the objects its grid asked for, Shortfall the
+	// fraction of them not created, LateBursts the bursts that started
+	// more than half a period late and MaxLagMs the latest one.
+	TargetPerSecond float64 `json:"target_per_s,omitempty"`
+	DueObjects      int     `json:"due_objects,omitempty"`
+	Shortfall       float64 `json:"shortfall"`
+	Bursts          int     `json:"bursts,omitempty"`
+	LateBursts      int     `json:"late_bursts"`
+	MaxLagMs        float64 `json:"max_lag_ms"`
+}
+
+// addChurnPace records one paced iteration's interference.
+func (r *runner) addChurnPace(ctl string, c Case, objects int, p churnPace) {
+	r.addChurn(ctl, c, objects, p.elapsed)
+	ch := r.churned[churnKey{ctl, c}]
+	ch.TargetPerSecond = p.target
+	ch.DueObjects += p.dueObjects
+	ch.Bursts += p.bursts
+	ch.LateBursts += p.late
+	ch.MaxLagMs = max(ch.MaxLagMs, float64(p.maxLag)/float64(time.Millisecond))
+	ch.Shortfall = 0
+	if ch.DueObjects > 0 && ch.Objects < ch.DueObjects {
+		ch.Shortfall = 1 - float64(ch.Objects)/float64(ch.DueObjects)
+	}
 }
 
 // addChurnCalls records the round trips of one arm's interference.

@@ -3,6 +3,7 @@ package orchbench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,11 @@ type knRun struct {
 	audit        *auditReader
 	auditSamples []Sample
 	auditMissed  map[missKey]int
+	// kcmURL is the local control plane's kube-controller-manager, whose
+	// metrics say where vanilla's scale-ups wait (knative_kcm.go); kcm
+	// gathers them per case.
+	kcmURL string
+	kcm    map[churnKey]*ControllerManagerStats
 }
 
 // runKnative is Run with Options.Knative: each arm on a control plane of
@@ -64,7 +70,7 @@ type knRun struct {
 func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{},
 		started: time.Now(), traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
-	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}, auditMissed: map[missKey]int{}}
+	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}, auditMissed: map[missKey]int{}, kcm: map[churnKey]*ControllerManagerStats{}}
 	for _, ctl := range opts.Controllers {
 		if ctx.Err() != nil {
 			break
@@ -83,7 +89,12 @@ func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	rep.Requests = k.requestList()
 	rep.Triggers = k.triggerList()
 	rep.Audit, rep.AuditReductions = k.auditReport()
+	rep.ControllerManager = k.kcmList()
 	rep.Interrupted = ctx.Err() != nil
+	rep.Warnings = churnWarnings(rep.Churn)
+	for _, w := range rep.Warnings {
+		k.logf("WARNING: %s", w)
+	}
 	return rep, nil
 }
 
@@ -168,6 +179,7 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 		}
 		k.cfg, k.ingress, k.clusterKubeconfig = c.RESTConfig(), c.KnativeIngressAddr(), c.KubeconfigPath()
 		k.audit = &auditReader{path: c.AuditLogPath()}
+		k.kcmURL = c.ControllerManagerURL()
 	}
 	k.cfg = rest.CopyConfig(k.cfg)
 	k.cfg.WarningHandler = rest.NoWarnings{} // Knative's securityContext advice on every Service
@@ -199,7 +211,14 @@ func (k *knRun) prepare(ctx context.Context, ctl string) error {
 	}
 	// Services start at zero (initial-scale 0), as the paper's are scaled
 	// to zero before each iteration; Knative refuses that unless allowed.
-	patch := []byte(`{"data":{"allow-zero-initial-scale":"true"}}`)
+	data := map[string]string{"allow-zero-initial-scale": "true"}
+	if g := k.opts.KN.ScaleToZeroGrace; g > 0 {
+		data["scale-to-zero-grace-period"] = g.String()
+	}
+	patch, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		return err
+	}
 	if _, err := k.kube.CoreV1().ConfigMaps(knativeinstall.Namespace).Patch(ctx, "config-autoscaler", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("allow Knative Services to start at zero: %w", err)
 	}

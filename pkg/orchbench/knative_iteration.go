@@ -94,8 +94,10 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	churned := make(chan int, 1)
 	start := time.Now()
 	calls := &churnCalls{}
+	var pace churnPace
+	kcmBefore := k.kcmScrape(ctx)
 	wg.Go(func() {
-		churned <- churnLoop(ctx, ictx, w.target, c, rep, pacing{period: k.opts.IntervalPeriod, rate: k.churnRate(c), calls: calls})
+		churned <- churnLoop(ctx, ictx, w.target, c, rep, pacing{period: k.opts.IntervalPeriod, rate: k.churnRate(c), calls: calls, pace: &pace})
 	})
 	stopProgress := k.knProgress(ictx, w, c, rep, start, tr)
 	if ctxtime.Sleep(ictx, k.opts.KN.Warmup) == nil {
@@ -110,14 +112,15 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 		return nil
 	}
 	k.recordKnative(w, c, rep, tr)
-	k.addChurn(w.ctl, c, objects, time.Since(start))
+	k.addChurnPace(w.ctl, c, objects, pace)
+	k.addKCM(w.ctl, c, kcmBefore, k.kcmScrape(ctx))
 	k.addChurnCalls(w.ctl, c, calls)
 	k.step++
 	sp, pc, pr := k.lastP50(w.ctl, c)
 	sent, ok, failed := tr.snapshot()
-	k.logf("[%d/%d] %s %s/%d rep %d: %d scale-ups, starts processing p50 %.0f ms, pods created p50 %.0f ms, pods ready p50 %.0f ms; %d requests, %d ok, %d failed, p50 %.0f ms; %d churn objects (%s elapsed)",
+	k.logf("[%d/%d] %s %s/%d rep %d: %d scale-ups, starts processing p50 %.0f ms, pods created p50 %.0f ms, pods ready p50 %.0f ms; %d requests, %d ok, %d failed, p50 %.0f ms; %d churn objects of %d due, %d of %d bursts late (%s elapsed)",
 		k.step, k.totalSteps(), w.ctl, c.Mode, c.Burst, rep+1, k.lastTriggers, sp, pc, pr, sent, ok, failed, Summarize(tr.lat).P50,
-		objects, time.Since(k.started).Round(time.Second))
+		objects, pace.dueObjects, pace.late, pace.bursts, time.Since(k.started).Round(time.Second))
 	if tr.example != "" {
 		k.logf("   first failed request: %s", firstLine(tr.example))
 	}
@@ -368,9 +371,18 @@ func (k *knRun) knProgress(ctx context.Context, w *knWorld, c Case, rep int, sta
 	})
 }
 
-// churnRate is the continuous mode's cap on the interference, the same
-// for both arms (0: back to back).
-func (k *knRun) churnRate(Case) float64 { return k.opts.ChurnRate }
+// churnRate is the continuous mode's rate, the same for both arms:
+// --churn-rate objects/s if given, else a burst every ContinuousPeriod
+// (Burst/period objects/s), else 0 (back to back, unequal arms).
+func (k *knRun) churnRate(c Case) float64 {
+	switch {
+	case k.opts.ChurnRate > 0:
+		return k.opts.ChurnRate
+	case k.opts.KN.ContinuousPeriod > 0:
+		return float64(c.Burst) / k.opts.KN.ContinuousPeriod.Seconds()
+	}
+	return 0
+}
 
 // running counts the pods whose containers may still run: a pod that
 // ended (Succeeded or Failed, as a scaled-down Knative pod does once

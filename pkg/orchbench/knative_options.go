@@ -31,11 +31,24 @@ type KnativeOptions struct {
 	// iteration), but each iteration's Revisions are new. It is the
 	// default (docs/knative.md says why).
 	FreshServices bool
+	// ScaleToZeroGrace, when set, is config-autoscaler's
+	// scale-to-zero-grace-period in both arms (Knative's default 30 s):
+	// how long the KPA keeps a Revision's last pod after it decided on
+	// zero. It does not touch the scale-up decisions (the stable and panic
+	// windows stay Knative's); it shortens --fresh-services=false's wait.
+	ScaleToZeroGrace time.Duration
 	// Function is the example function the Services run, as the image
 	// dev.local/gantry-fn:<Function>.
 	Function string
 	// RequestTimeout bounds one request.
 	RequestTimeout time.Duration
+	// ContinuousPeriod paces the continuous cases: a burst of N every
+	// period, N/period objects/s, in both arms alike (pacer.go); 0 runs
+	// them back to back, as fast as each arm's API server takes its own
+	// objects, which gives the arms unequal interference (the run warns).
+	// --churn-rate, if set, wins. Interval cases keep the paper's burst
+	// every IntervalPeriod.
+	ContinuousPeriod time.Duration
 	// Warmup is how long the interference runs before the traffic starts,
 	// so the scale-ups meet a loaded control plane.
 	Warmup time.Duration
@@ -56,6 +69,9 @@ const (
 	MaxConcurrency    = 1000 // Knative's own bound on containerConcurrency
 	MaxScaleBound     = 20
 	MaxRequestTimeout = 5 * time.Minute
+	// MaxContinuousPeriod bounds KnativeOptions.ContinuousPeriod: slower
+	// than the interval mode's 10 s is no longer continuous.
+	MaxContinuousPeriod = 10 * time.Second
 	// MaxKnativeServices bounds Options.Services in a Knative run.
 	MaxKnativeServices = 20
 )
@@ -71,6 +87,7 @@ func DefaultKnativeOptions() KnativeOptions {
 		FreshServices:        true,
 		RequestTimeout:       30 * time.Second,
 		Warmup:               2 * time.Second,
+		ContinuousPeriod:     time.Second,
 	}
 }
 
@@ -106,6 +123,10 @@ func (o Options) validateKnative() error {
 		return fmt.Errorf("knative: max scale must be in 0..%d, got %d", MaxScaleBound, k.MaxScale)
 	case k.RequestTimeout < time.Second || k.RequestTimeout > MaxRequestTimeout:
 		return fmt.Errorf("knative: request timeout must be in 1s..%v, got %v", MaxRequestTimeout, k.RequestTimeout)
+	case k.ScaleToZeroGrace < 0 || k.ScaleToZeroGrace > MaxRequestTimeout:
+		return fmt.Errorf("knative: scale-to-zero grace must be in 0..%v, got %v", MaxRequestTimeout, k.ScaleToZeroGrace)
+	case k.ContinuousPeriod < 0 || k.ContinuousPeriod > MaxContinuousPeriod:
+		return fmt.Errorf("knative: continuous period must be in 0..%v, got %v", MaxContinuousPeriod, k.ContinuousPeriod)
 	case k.Warmup < 0 || k.Warmup >= o.Iteration:
 		return fmt.Errorf("knative: warm-up must be in [0, iteration), got %v", k.Warmup)
 	case o.Services > MaxKnativeServices:

@@ -37,10 +37,14 @@ type TriggerStats struct {
 	// is in the runs.
 	Cancelled int `json:"cancelled"`
 	Foreign   int `json:"foreign"`
+	// ForeignWriters names who owned spec.replicas after each foreign
+	// rise, "manager (operation)".
+	ForeignWriters map[string]int `json:"foreign_writers,omitempty"`
 }
 
 // recordKnative turns an iteration's triggers and requests into samples.
 func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic) {
+	foreignBy := w.tracker.takeForeign()
 	trigs, cancelled, foreign, managers := w.tracker.take()
 	key := churnKey{w.ctl, c}
 	ts := k.triggers[key]
@@ -53,6 +57,12 @@ func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic) {
 	ts.Foreign += foreign
 	for m, n := range managers {
 		ts.Writers[m] += n
+	}
+	for m, n := range foreignBy {
+		if ts.ForeignWriters == nil {
+			ts.ForeignWriters = map[string]int{}
+		}
+		ts.ForeignWriters[m] += n
 	}
 	k.lastTriggers = len(trigs)
 	if isGantry(w.ctl) {

@@ -2,6 +2,7 @@ package orchbench
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -65,6 +66,9 @@ type knTracker struct {
 	// write through /scale. Neither is a sample.
 	cancelled, foreign int
 	managers           map[string]int // trigger writers, e.g. "autoscaler"
+	// foreignBy counts the foreign rises by the owner of spec.replicas,
+	// e.g. "controller (Update)".
+	foreignBy map[string]int
 }
 
 func newKnTracker(vanilla bool) *knTracker {
@@ -142,6 +146,10 @@ func (t *knTracker) onTarget(obj any) {
 		manager, ok := scaleWriter(meta.GetManagedFields())
 		if !ok {
 			t.foreign++
+			if t.foreignBy == nil {
+				t.foreignBy = map[string]int{}
+			}
+			t.foreignBy[manager]++
 			return
 		}
 		k := &knTrigger{rev: name, target: meta.GetName(), service: rev.service, at: at, from: prev, want: r, gen: meta.GetGeneration(), manager: manager}
@@ -155,10 +163,21 @@ func (t *knTracker) onTarget(obj any) {
 	}
 }
 
+// unownedScale names the writer of a rise of spec.replicas that no
+// managedFields entry owns. The API server drops the field's owner when
+// /scale writes 0 (autoscaling/v1's Scale omits a zero spec.replicas) and
+// records none for the next /scale write from zero either
+// (TestScaleFromZeroLeavesReplicasWithoutOwner): the KPA's scale-ups of a
+// Revision it scaled to zero. A write of the object itself that changed
+// replicas would own them, so an ownerless rise came through /scale.
+const unownedScale = "unowned (/scale from zero)"
+
 // scaleWriter returns the manager whose managedFields entry owns
-// spec.replicas, if that entry was written through the /scale subresource.
+// spec.replicas, if that entry was written through the /scale subresource
+// (unownedScale if none owns it); else false and the owner as
+// "manager (operation)".
 func scaleWriter(fields []metav1.ManagedFieldsEntry) (string, bool) {
-	owner := ""
+	owner := unownedScale
 	for _, f := range fields {
 		if !ownsReplicas(f) {
 			continue
@@ -166,9 +185,18 @@ func scaleWriter(fields []metav1.ManagedFieldsEntry) (string, bool) {
 		if f.Subresource == "scale" {
 			return f.Manager, true
 		}
-		owner = f.Manager
+		owner = fmt.Sprintf("%s (%s)", f.Manager, f.Operation)
 	}
-	return owner, false
+	return owner, owner == unownedScale
+}
+
+// takeForeign returns and forgets the foreign rises' owners.
+func (t *knTracker) takeForeign() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.foreignBy
+	t.foreignBy = nil
+	return out
 }
 
 // ownsReplicas says a managedFields entry owns spec.replicas.

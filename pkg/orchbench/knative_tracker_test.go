@@ -125,6 +125,9 @@ func TestKnTrackerIgnoresForeignWritesAndDropsCancelledScaleUps(t *testing.T) {
 	clk.step(10)
 	tr.onTarget(deployment(3, 3, replicasBy("autoscaler", "scale")))
 	tr.onTarget(deployment(1, 4, replicasBy("autoscaler", "scale")))
+	if fw := tr.takeForeign(); len(fw) != 1 || fw["kubectl-edit (Update)"] != 1 {
+		t.Errorf("foreign writers %v, want kubectl-edit (Update) once", fw)
+	}
 	trigs, cancelled, foreign, _ := tr.take()
 	if len(trigs) != 0 || cancelled != 1 || foreign != 1 {
 		t.Fatalf("triggers %d, cancelled %d, foreign %d; want 0, 1, 1", len(trigs), cancelled, foreign)
@@ -160,5 +163,18 @@ func TestKnTrackerTimesGantryByProgressingForTheNewGeneration(t *testing.T) {
 	tr.onTarget(rt(1, 2, 2))
 	if got := stageMs(tr.open[0], StartsProcessing); got != 30 {
 		t.Fatalf("starts processing %v ms, want 30", got)
+	}
+}
+
+// A rise of replicas that no managedFields entry owns came through /scale
+// from zero (the API server keeps no owner then): a trigger.
+func TestKnTrackerTakesAnOwnerlessRiseForTheKPAs(t *testing.T) {
+	tr, clk := newTestTracker(true)
+	tr.onTarget(deployment(0, 1, metav1.ManagedFieldsEntry{}))
+	clk.step(10)
+	tr.onTarget(deployment(2, 2, metav1.ManagedFieldsEntry{}))
+	trigs, _, foreign, writers := tr.take()
+	if len(trigs) != 1 || foreign != 0 || writers[unownedScale] != 1 {
+		t.Fatalf("triggers %d, foreign %d, writers %v; want one trigger by %q", len(trigs), foreign, writers, unownedScale)
 	}
 }

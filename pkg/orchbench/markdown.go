@@ -36,6 +36,9 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 	if r.Interrupted {
 		b.WriteString("**Interrupted: the figures are partial.**\n\n")
 	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "**Warning: %s.**\n\n", w)
+	}
 	b.WriteString("## Measured (ms from " + since + ")\n\n")
 	b.WriteString("| controller | mode | burst | stage | n | missed | p50 | p95 | p99 | mean | std |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Runs {
@@ -46,10 +49,21 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 	r.writeByCriticality(&b)
 	b.WriteString("\n## The paper\n\n" + paperNote)
 	if len(r.Churn) > 0 {
-		b.WriteString("\n## Interference met, and the apiserver's latency for the scale patch\n\n| controller | mode | burst | objects | per s | patch p50 ms | patch p99 ms |\n|---|---|---:|---:|---:|---:|---:|\n")
+		b.WriteString("\n## Interference met, and the apiserver's latency for the scale patch\n\n| controller | mode | burst | objects | per s | target per s | shortfall | late bursts | patch p50 ms | patch p99 ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.Churn {
 			pr := r.patchRTT(c.Controller, c.Mode, c.Burst)
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.1f | %s | %s |\n", c.Controller, c.Mode, c.Burst, c.Objects, c.PerSecond, fmtMs(pr.P50), fmtMs(pr.P99))
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.1f | %.1f | %.1f%% | %d of %d | %s | %s |\n", c.Controller, c.Mode, c.Burst, c.Objects, c.PerSecond,
+				c.TargetPerSecond, 100*c.Shortfall, c.LateBursts, c.Bursts, fmtMs(pr.P50), fmtMs(pr.P99))
+		}
+	}
+
+	if len(r.ControllerManager) > 0 {
+		b.WriteString("\n## kube-controller-manager: where vanilla waits\n\n| controller | mode | burst | queue | keys | mean wait ms | over 100 ms | mean sync ms |\n|---|---|---:|---|---:|---:|---:|---:|\n")
+		for _, c := range r.ControllerManager {
+			for _, q := range c.Queues {
+				fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %.0f | %d | %.0f |\n", c.Controller, c.Mode, c.Burst, q.Name, q.Items, q.QueueMeanMs, q.QueueOver100ms, q.WorkMeanMs)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | client limiter | %d | %.1f | %d | - |\n", c.Controller, c.Mode, c.Burst, c.Requests, c.LimiterMeanMs, c.LimiterOver100ms)
 		}
 	}
 	r.writeBreakdown(&b)

@@ -63,6 +63,12 @@ type Report struct {
 	AuditReductions []Reduction    `json:"audit_reductions,omitempty"`
 	Triggers        []TriggerStats `json:"triggers,omitempty"`
 	Interrupted     bool           `json:"interrupted,omitempty"`
+	// ControllerManager is where vanilla's kube-controller-manager spent
+	// its time in each case (knative_kcm.go).
+	ControllerManager []ControllerManagerStats `json:"controller_manager,omitempty"`
+	// Warnings name the cases whose arms did not meet the same
+	// interference (fairness.go): their reductions are not like with like.
+	Warnings []string `json:"warnings,omitempty"`
 
 	Options Options  `json:"-"`
 	Samples []Sample `json:"-"`

@@ -81,6 +81,9 @@ func TestReportJSONShapeAndReductions(t *testing.T) {
 
 func TestWriteDir(t *testing.T) {
 	rep := fakeReport(t)
+	rep.Warnings = []string{"continuous/20: the arms met unequal interference"}
+	rep.ControllerManager = []ControllerManagerStats{{Controller: Vanilla, Mode: ModeInterval, Burst: 20,
+		Queues: []QueueStats{{Name: "deployment", Items: 258, QueueMeanMs: 232, QueueOver100ms: 117, WorkMeanMs: 188}}, Requests: 601}}
 	dir := t.TempDir()
 	if err := rep.WriteDir(dir); err != nil {
 		t.Fatal(err)
@@ -96,7 +99,8 @@ func TestWriteDir(t *testing.T) {
 		t.Errorf("samples.csv has %d lines, want %d", lines, 1+len(rep.Samples))
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	for _, want := range []string{"94.4%", "88.9%", "| gantry | continuous | 20 | starts_processing | 50 |", "by criticality"} {
+	for _, want := range []string{"94.4%", "88.9%", "| gantry | continuous | 20 | starts_processing | 50 |", "by criticality",
+		"**Warning: continuous/20: the arms met unequal interference.**", "| vanilla | interval | 20 | deployment | 258 | 232 | 117 | 188 |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("report.md lacks %q", want)
 		}

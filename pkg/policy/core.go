@@ -94,9 +94,10 @@ type core struct {
 	winCount float64
 	panic    panicState
 	burst    burstState
-	trend    trendState // the predicted rate's trend (steady_trend.go)
-	slacks   []float64  // scratch of serviceMix
-	rate     float64    // the rate the latest proactive sizing used
+	period   periodState // recurring onsets (periodic.go)
+	trend    trendState  // the predicted rate's trend (steady_trend.go)
+	slacks   []float64   // scratch of serviceMix
+	rate     float64     // the rate the latest proactive sizing used
 	// disp is an EWMA of the windows' squared count errors over the
 	// predicted count (observeDispersion), over dispN windows.
 	disp  float64
@@ -104,6 +105,9 @@ type core struct {
 	// dispSlow is the same estimate over about 40 windows: the SLO
 	// sizing's rate error (predictionSD).
 	dispSlow float64
+	// dispMean is the slow estimate the steadiness test reads: the mean
+	// of the windows seen, then an EWMA like dispSlow (steady.go).
+	dispMean float64
 	// loadWindows counts the windows closed since the first arrival,
 	// the one it came in included (observeDispersion).
 	loadWindows int
@@ -279,6 +283,9 @@ func (c *core) Arrive(now time.Time, fn int, size float64, n Counts) int {
 		case c.p.arrivalBurst && c.p.noBurstAlarm:
 			c.riseArrive(now) // the warm buffer's spans only (ablation)
 		case c.p.arrivalBurst:
+			if c.p.periodic {
+				c.periodArrive(now)
+			}
 			c.burstArrive(now)
 			burst = c.burstResize(now, fn, n)
 		}

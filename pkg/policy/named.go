@@ -115,6 +115,21 @@ type parts struct {
 	// loadTrend adds, on steady load, the trend of the predicted rate
 	// (steady_trend.go): an EWMA lags a ramp.
 	loadTrend bool
+	// steadyMean makes the steadiness test read a slow dispersion that
+	// is the plain mean of the windows seen while they are fewer than
+	// about 40, not an EWMA started at the first window (steady.go).
+	steadyMean bool
+	// rateFloor floors the rate prediction's error the sizing averages
+	// over at the EWMA's own sampling error (sizing.go, predictionSD).
+	rateFloor bool
+	// trendOwnGate gates the trend on the dispersion of its own
+	// prediction's errors, not the EWMA's (steady_trend.go).
+	trendOwnGate bool
+	// periodic pre-warms a step that recurs at a period before it comes
+	// (periodic.go); it needs arrivalBurst, whose excess it sets.
+	periodic bool
+	// seasonal predicts, while a period holds, the rate one period ago.
+	seasonal bool
 	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
@@ -154,7 +169,8 @@ var catalog = map[string]parts{
 	"gantry": {order: LeastSlack, load: loadEWMA, sizing: sizeIS, react: reactOverload, lookAhead: true,
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
-		steadyExcess: true, noWarmBuffer: true, loadTrend: true}, // the warm buffer: burst.go, warmBuffer
+		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
+		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -183,9 +199,14 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-age-retire":    func(p *parts) { p.ageRetire = false; p.keepWindows = 3; p.steadyRetire = true },
 	"gantry-no-steady-excess": func(p *parts) { p.steadyExcess = false },
 	"gantry-no-trend":         func(p *parts) { p.loadTrend = false },
+	"gantry-no-steady-mean":   func(p *parts) { p.steadyMean = false },
+	"gantry-no-rate-floor":    func(p *parts) { p.rateFloor = false },
+	"gantry-no-own-gate":      func(p *parts) { p.trendOwnGate = false },
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
+	"gantry-no-periodic":      func(p *parts) { p.periodic = false },
+	"gantry-no-seasonal":      func(p *parts) { p.seasonal = false },
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -222,10 +243,11 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm",
-		"gantry-no-cusum", "gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-panic",
-		"gantry-no-refused", "gantry-no-slo-sizing", "gantry-no-steady-excess", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend",
-		"gantry-panic", "gantry-panic-2sigma", "gantry-stream", "gantry-warm-buffer"}
+	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
+		"gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
+		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
+		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",
+		"gantry-stream", "gantry-warm-buffer"}
 }
 
 // New builds the named policy (or ablation) for an app.

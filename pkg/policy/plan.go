@@ -25,6 +25,9 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	if c.p.arrivalBurst {
 		c.riseAdvance(now) // the spans follow the clock (burst.go)
 	}
+	if c.p.arrivalBurst && c.p.periodic {
+		c.periodAdvance(now) // so do the seconds (periodic.go)
+	}
 	window := false
 	for !now.Before(c.nextWindow) {
 		c.closeWindow()
@@ -33,6 +36,9 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	}
 	if window {
 		c.resize(now)
+	}
+	if c.p.arrivalBurst && c.p.periodic {
+		c.periodPrewarm(now)
 	}
 	surge := c.surge(now)
 	c.instant.begin(now, views)
@@ -61,6 +67,7 @@ func (c *core) closeWindow() {
 		c.loadWindows++
 	}
 	if c.load != nil {
+		c.observeTrendError() // before Observe: the trend's prediction was for this window
 		c.load.Observe(c.winCount)
 		if lvl, ok := c.load.Predict(c.nextWindow); ok && c.p.loadTrend {
 			c.observeTrend(lvl)
@@ -117,6 +124,11 @@ func (c *core) predictRate(now time.Time) (float64, bool) {
 	win := c.spec.Window.Seconds()
 	if c.oracle != nil {
 		return c.oracle.Peak(now), true
+	}
+	if c.p.periodic && c.p.seasonal {
+		if r, ok := c.seasonalRate(now); ok {
+			return r, true // the rate one period ago (periodic.go)
+		}
 	}
 	n, ok := c.load.Predict(now)
 	if !ok {
@@ -323,6 +335,7 @@ func (c *core) observeDispersion() {
 	}
 	e := c.winCount - want
 	d := e * e / want
+	c.dispMean += max(slowDispersionAlpha, 1/float64(c.dispN+1)) * (d - c.dispMean) // steady.go
 	if c.dispN == 0 {
 		c.disp, c.dispSlow = d, d
 	} else {

@@ -348,7 +348,7 @@ func (c *container) probe(ctx context.Context, kill chan<- string) {
 			watchProbe(ctx, rp, t, func(passing bool, _ error) bool {
 				r.update(func() { c.status.Ready = passing && !r.stopping })
 				return true
-			})
+			}, unreadyRetry)
 		})
 	}
 	if lp := c.spec.LivenessProbe; lp != nil {
@@ -359,7 +359,7 @@ func (c *container) probe(ctx context.Context, kill chan<- string) {
 				}
 				kill <- fmt.Sprintf("liveness probe failed: %v", err)
 				return false
-			})
+			}, 0)
 		})
 	}
 	wg.Wait()
@@ -372,16 +372,27 @@ func probeUntilVerdict(ctx context.Context, p *corev1.Probe, t probeTarget) (boo
 	watchProbe(ctx, p, t, func(passing bool, err error) bool {
 		ok, verdict = passing, err
 		return false
-	})
+	}, 0)
 	if verdict != nil {
 		last = verdict
 	}
 	return ok, last
 }
 
+// unreadyRetry is how soon a readiness probe that is not passing runs
+// again when its period is longer. The kubelet reruns an unready
+// container's readiness probe at once on every pod status sync
+// (prober_manager.go's UpdatePodStatus), which its PLEG's 1 s relist
+// drives while a pod's containers start; without it a probe that comes
+// before the program listens (Knative's queue-proxy: no periodSeconds,
+// defaulted to 10) leaves the pod unready for a whole period.
+const unreadyRetry = time.Second
+
 // watchProbe runs p every period after its initial delay and calls on
-// with each new verdict, until ctx is done or on returns false.
-func watchProbe(ctx context.Context, p *corev1.Probe, t probeTarget, on func(passing bool, err error) bool) {
+// with each new verdict, until ctx is done or on returns false. While the
+// probe is not passing it runs at least every retry (0: only every
+// period).
+func watchProbe(ctx context.Context, p *corev1.Probe, t probeTarget, on func(passing bool, err error) bool, retry time.Duration) {
 	st := probeState{probe: p}
 	if ctxtime.Sleep(ctx, time.Duration(p.InitialDelaySeconds)*time.Second) != nil {
 		return
@@ -394,7 +405,11 @@ func watchProbe(ctx context.Context, p *corev1.Probe, t probeTarget, on func(pas
 		if st.observe(err) && !on(st.passing, err) {
 			return
 		}
-		if ctxtime.Sleep(ctx, st.period()) != nil {
+		wait := st.period()
+		if retry > 0 && !st.passing && retry < wait {
+			wait = retry
+		}
+		if ctxtime.Sleep(ctx, wait) != nil {
 			return
 		}
 	}

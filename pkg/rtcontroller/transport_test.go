@@ -83,3 +83,21 @@ func TestThreadTransportStandsAsideForProxiesAndCustomTransports(t *testing.T) {
 		t.Errorf("host without scheme: %v", err)
 	}
 }
+
+// The typed clients speak protobuf, as kube-controller-manager's do; a
+// content type the caller chose stays, and the caller's config is not
+// changed.
+func TestKubeClientsSpeakProtobufUnlessTold(t *testing.T) {
+	in := &rest.Config{Host: "https://127.0.0.1:1"}
+	out := protobuf(in)
+	if out.ContentType != "application/vnd.kubernetes.protobuf" || !strings.HasPrefix(out.AcceptContentTypes, "application/vnd.kubernetes.protobuf,") {
+		t.Errorf("content type %q, accept %q: want protobuf first", out.ContentType, out.AcceptContentTypes)
+	}
+	if in.ContentType != "" {
+		t.Errorf("the caller's config changed: %q", in.ContentType)
+	}
+	json := &rest.Config{ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+	if got := protobuf(json).ContentType; got != "application/json" {
+		t.Errorf("a chosen content type became %q", got)
+	}
+}

@@ -56,12 +56,16 @@ func CheckName(name string) error {
 type Store struct {
 	mu  sync.Mutex
 	dir string
+	// copies are the private folders of the instances running now, with
+	// the secrets each holds: an update reaches them, as Kubernetes
+	// updates a running pod's secret volume.
+	copies map[string][]string
 }
 
 // Open returns the store of a state folder, and removes the private copies
 // a gateway that crashed left behind.
 func Open(d *statedir.Dir) (*Store, error) {
-	s := &Store{dir: d.Sub(statedir.Secrets)}
+	s := &Store{dir: d.Sub(statedir.Secrets), copies: map[string][]string{}}
 	if err := os.RemoveAll(filepath.Join(s.dir, RunDir)); err != nil {
 		return nil, fmt.Errorf("secrets: removing the instances' old copies: %w", err)
 	}
@@ -138,11 +142,30 @@ func (s *Store) put(name string, value []byte, update bool) error {
 			return fmt.Errorf("%w: this gateway keeps at most %d", ErrFull, MaxSecrets)
 		}
 	}
-	return statedir.WriteFile(s.path(name), value, 0o600)
+	if err := statedir.WriteFile(s.path(name), value, 0o600); err != nil {
+		return err
+	}
+	if !update {
+		return nil
+	}
+	// The running instances holding it see the new value, each file
+	// replaced whole (an instance reads the old value or the new one).
+	var errs []error
+	for dir, names := range s.copies {
+		if slices.Contains(names, name) {
+			if err := statedir.WriteFile(filepath.Join(dir, name), value, 0o400); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%q is updated, but not in the copies of every running instance: %w", name, err)
+	}
+	return nil
 }
 
 // Delete removes a secret; instances running keep their copies until they
-// stop.
+// stop (as a pod keeps a deleted Secret's last content).
 func (s *Store) Delete(name string) error {
 	if err := CheckName(name); err != nil {
 		return err
@@ -173,17 +196,28 @@ func (s *Store) Materialize(instance string, names []string) (dir string, cleanu
 	if err != nil {
 		return "", nil, err
 	}
-	cleanup = func() { os.RemoveAll(dir) }
+	remove := func() { os.RemoveAll(dir) }
+	// Under the lock, so an update comes before the copy (which reads
+	// its value) or after it is registered (and is written into it).
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, name := range names {
 		v, err := s.Get(name)
 		if err != nil {
-			cleanup()
+			remove()
 			return "", nil, err
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), v, 0o400); err != nil {
-			cleanup()
+			remove()
 			return "", nil, err
 		}
+	}
+	s.copies[dir] = slices.Clone(names)
+	cleanup = func() {
+		s.mu.Lock()
+		delete(s.copies, dir)
+		s.mu.Unlock()
+		remove()
 	}
 	return dir, cleanup, nil
 }

@@ -72,3 +72,56 @@ func TestNamesAreCheckedBeforeAnyFileIsTouched(t *testing.T) {
 		t.Fatalf("delete absent: %v", err)
 	}
 }
+
+// An update reaches the copies of the instances running now, as Kubernetes
+// updates a running pod's secret volume; a stopped instance's folder is
+// not made again, and an instance that does not name the secret gets
+// nothing.
+func TestUpdateReachesTheRunningInstancesCopies(t *testing.T) {
+	d, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s, err := Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"db", "other"} {
+		if err := s.Create(n, []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running, stopRunning, err := s.Materialize("fn-1", []string{"db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopRunning()
+	unrelated, stopUnrelated, err := s.Materialize("fn-2", []string{"other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopUnrelated()
+	stopped, stop, err := s.Materialize("fn-3", []string{"db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := s.Update("db", []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(running, "db"))
+	st, _ := os.Stat(filepath.Join(running, "db"))
+	if err != nil || string(b) != "v2" || st.Mode().Perm() != 0o400 {
+		t.Fatalf("the running instance's copy: %q %v, mode %v; want v2, 0400", b, err, st.Mode())
+	}
+	if _, err := os.Stat(filepath.Join(unrelated, "db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an instance not naming db got it: %v", err)
+	}
+	if _, err := os.Stat(stopped); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a stopped instance's folder was made again: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(unrelated, "other")); string(b) != "v1" {
+		t.Fatalf("other: %q, want v1", b)
+	}
+}

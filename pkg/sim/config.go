@@ -123,6 +123,15 @@ type Config struct {
 	// (policy.Spec.SLOTarget).
 	SLOTarget float64
 
+	// PredictedHeadroom and PredictedLead change what oracle-predicted is
+	// told of the rate, to sweep the online frontier (slocurve.Frontier):
+	// each second's expected rate becomes the highest within the next
+	// PredictedLead, times 1 + PredictedHeadroom (a negative headroom
+	// under-sizes, to find where it crosses a target). They are refused for
+	// every other policy, which never reads the expected rate.
+	PredictedHeadroom float64
+	PredictedLead     time.Duration
+
 	// ColdBoot starts the cluster empty. By default every function starts
 	// with warm containers for the trace's initial load (see prewarm), so
 	// results are not dominated by everyone's cold start at time zero.
@@ -213,6 +222,9 @@ func (c *Config) validateColdStart() error {
 	if c.randomColdStart() && c.Custom == nil && IsOracle(c.Policy) {
 		return fmt.Errorf("%w: %w: the oracle plans with a constant cold start; cold-start distribution %q", ErrBadConfig, ErrColdStartDist, c.ColdStartDist)
 	}
+	if err := c.validatePredicted(); err != nil {
+		return err
+	}
 	if c.KeepAlive < 0 || c.KeepAlive > MaxKeepAlive {
 		return fmt.Errorf("%w: %w: %v must be in [0, %v]", ErrBadConfig, ErrKeepAlive, c.KeepAlive, MaxKeepAlive)
 	}
@@ -270,6 +282,31 @@ func (c *Config) validateCluster() error {
 	}
 	if c.ContainerMemoryMB > c.MemoryPerNodeMB {
 		return fmt.Errorf("%w: a %d MB container does not fit a %d MB node", ErrBadConfig, c.ContainerMemoryMB, c.MemoryPerNodeMB)
+	}
+	return nil
+}
+
+// Bounds of the rate oracle-predicted is told (Config.PredictedHeadroom,
+// Config.PredictedLead).
+const (
+	MinPredictedHeadroom = -0.9
+	MaxPredictedHeadroom = 10.0
+	MaxPredictedLead     = time.Minute
+	predictedPolicy      = "oracle-predicted"
+)
+
+// ErrPredicted marks a predicted-rate headroom or lead out of range, or
+// given to a policy that does not read the expected rate.
+var ErrPredicted = errors.New("bad predicted-rate headroom or lead")
+
+func (c *Config) validatePredicted() error {
+	switch {
+	case !(c.PredictedHeadroom >= MinPredictedHeadroom && c.PredictedHeadroom <= MaxPredictedHeadroom):
+		return fmt.Errorf("%w: %w: headroom %v must be in [%v, %v]", ErrBadConfig, ErrPredicted, c.PredictedHeadroom, MinPredictedHeadroom, MaxPredictedHeadroom)
+	case c.PredictedLead < 0 || c.PredictedLead > MaxPredictedLead:
+		return fmt.Errorf("%w: %w: lead %v must be in [0, %v]", ErrBadConfig, ErrPredicted, c.PredictedLead, MaxPredictedLead)
+	case (c.PredictedHeadroom != 0 || c.PredictedLead > 0) && (c.Custom != nil || c.Policy != predictedPolicy):
+		return fmt.Errorf("%w: %w: only %s reads the expected rate, not %s", ErrBadConfig, ErrPredicted, predictedPolicy, c.Policy)
 	}
 	return nil
 }

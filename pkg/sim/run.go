@@ -132,7 +132,7 @@ func policySpec(cfg *Config) policy.Spec {
 	for i, f := range cfg.App.Chain {
 		spec.Functions = append(spec.Functions, policy.FunctionSpec{Name: f.Name, SLO: slos[i], SizeSensitive: f.SizeSensitive})
 	}
-	app, dist, per := cfg.App, cfg.Dist, cfg.Trace.PerSecond
+	app, dist, per := cfg.App, cfg.Dist, predictedRate(cfg)
 	spec.Truth = &policy.Truth{
 		Rate: func(d time.Duration) float64 {
 			if s := int(d / time.Second); s < len(per) {
@@ -145,6 +145,26 @@ func policySpec(cfg *Config) policy.Spec {
 		SampleSize: func(rng *rand.Rand) float64 { return dist.Sample(rng, app.MinSize, app.MaxSize) },
 	}
 	return spec
+}
+
+// predictedRate is the per-second expected rate the policy is told: the
+// trace's, or for the frontier's sweep each second's highest within the
+// lead, times 1 + headroom (Config.PredictedHeadroom).
+func predictedRate(cfg *Config) []float64 {
+	per := cfg.Trace.PerSecond
+	if cfg.PredictedHeadroom == 0 && cfg.PredictedLead == 0 {
+		return per
+	}
+	lead := int((cfg.PredictedLead + time.Second - 1) / time.Second)
+	out := make([]float64, len(per))
+	for s := range per {
+		peak := 0.0
+		for k := s; k <= min(s+lead, len(per)-1); k++ {
+			peak = max(peak, per[k])
+		}
+		out[s] = peak * (1 + cfg.PredictedHeadroom)
+	}
+	return out
 }
 
 func (e *engine) result() Result {

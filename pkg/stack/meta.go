@@ -17,7 +17,7 @@ const gantryPrefix = "gantry.dev/"
 // knownAnnotations are Gantry's annotations applyMeta reads.
 var knownAnnotations = []string{AnnotationSLO, AnnotationCriticality, AnnotationConcurrency,
 	AnnotationSizeHeader, AnnotationSizeRange, AnnotationSizeUnit, AnnotationSizeSensitive, AnnotationMaxQueue, AnnotationSLOTarget, AnnotationTimeout,
-	AnnotationKind, AnnotationAsyncDeadline, AnnotationIdempotent, AnnotationSocketActivation}
+	AnnotationKind, AnnotationAsyncDeadline, AnnotationColdStart, AnnotationIdempotent, AnnotationSocketActivation}
 
 // LabelScaleZero is OpenFaaS's com.openfaas.scale.zero: "false" keeps at
 // least one instance (scale.min at least 1); "true" is Gantry's default,
@@ -54,6 +54,9 @@ func (f *Function) checkMeta() error {
 		kind string
 		m    map[string]string
 	}{{"annotation", f.Annotations}, {"label", f.Labels}} {
+		if err := CheckMetaKeys(meta.kind, meta.m); err != nil {
+			return fmt.Errorf("%w: function %q: %v", ErrInvalid, f.Name, err)
+		}
 		for _, k := range sortedKeys(meta.m) {
 			v := meta.m[k]
 			if strings.HasPrefix(k, gantryPrefix) && (meta.kind == "label" || !slices.Contains(knownAnnotations, k)) {
@@ -110,4 +113,25 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// maxMetaKey is the longest label or annotation name: Kubernetes' prefix
+// of 253 and name of 63, with the slash between them.
+const maxMetaKey = 253 + 1 + 63
+
+// CheckMetaKeys refuses a label or annotation name that no Kubernetes
+// object could carry: empty, longer than a qualified name, or holding
+// spaces or control characters (an empty one was kept as if it meant
+// something). kind is "label" or "annotation".
+func CheckMetaKeys(kind string, m map[string]string) error {
+	for _, k := range sortedKeys(m) {
+		bad := k == "" || len(k) > maxMetaKey
+		for _, c := range []byte(k) {
+			bad = bad || c <= ' ' || c >= 0x7f
+		}
+		if bad {
+			return fmt.Errorf("%s name %q must be 1 to %d printable characters without spaces", kind, k, maxMetaKey)
+		}
+	}
+	return nil
 }

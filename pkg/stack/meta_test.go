@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A label, annotation or variable that means something to OpenFaaS or to
@@ -29,6 +30,13 @@ func TestMeaningfulLabelsAnnotationsAndEnvAreHonouredOrRefused(t *testing.T) {
 		{"concurrency 0", Deployment{Annotations: map[string]string{AnnotationConcurrency: "0"}}, "must be at least 1"},
 		{"max-queue 0", Deployment{Annotations: map[string]string{AnnotationMaxQueue: "0"}}, "must be at least 1"},
 		{"scale.max 0", Deployment{Labels: map[string]string{LabelScaleMax: "0"}}, "must be at least 1"},
+		{"slo 0s", Deployment{Annotations: map[string]string{AnnotationSLO: "0s"}}, "must be above 0; leave it out"},
+		{"cold-start 0s", Deployment{Annotations: map[string]string{AnnotationColdStart: "0s"}}, "must be above 0; leave it out"},
+		{"size range with more after it", Deployment{Annotations: map[string]string{AnnotationSizeRange: "1-2xyz"}}, "must be MIN-MAX"},
+		{"size header not a header name", Deployment{Annotations: map[string]string{AnnotationSizeHeader: "X Size:"}}, "not an HTTP header name"},
+		{"empty label name", Deployment{Labels: map[string]string{"": "x"}}, `label name ""`},
+		{"annotation name with a space", Deployment{Annotations: map[string]string{"my key": "x"}}, `annotation name "my key"`},
+		{"two criticalities", Deployment{Annotations: map[string]string{AnnotationCriticality: "5", AnnotationKnativeCriticality: "7"}}, "disagree"},
 	}
 	for _, c := range refused {
 		c.d.Service, c.d.EnvProcess = "fn", "cat"
@@ -45,6 +53,23 @@ func TestMeaningfulLabelsAnnotationsAndEnvAreHonouredOrRefused(t *testing.T) {
 	}
 	if f, err = FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Labels: map[string]string{LabelScaleZero: "true"}}); err != nil || f.MinScale != 0 {
 		t.Fatalf("scale.zero=true: min %d, err %v; want 0", f.MinScale, err)
+	}
+	// Gantry's settings travel as gantry.dev/<kebab-case> annotations,
+	// cold_start among them.
+	if f, err = FromDeployment(Deployment{Service: "fn", EnvProcess: "cat", Annotations: map[string]string{AnnotationColdStart: "250ms",
+		AnnotationSizeRange: "1-64", AnnotationSizeHeader: "X-Size", AnnotationCriticality: "7", AnnotationKnativeCriticality: "7"}}); err != nil ||
+		f.ColdStart != 250*time.Millisecond || f.MaxSize != 64 || f.SizeHeader != "X-Size" || f.Criticality != 7 {
+		t.Fatalf("cold-start 250ms, size 1-64 in X-Size, criticality 7 twice: %+v, %v", f, err)
+	}
+	for _, field := range []string{"slo", "timeout", "cold_start", "async_deadline"} {
+		_, err = Parse("stack.yml", []byte("functions:\n  fn:\n    fprocess: cat\n    "+field+": 0s\n"))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "must be above 0") {
+			t.Errorf("stack file %s: 0s: %v, want it refused (the default would replace it unseen)", field, err)
+		}
+	}
+	_, err = Parse("stack.yml", []byte("functions:\n  fn:\n    fprocess: cat\n    input_size: {header: 'X Size'}\n"))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not an HTTP header name") {
+		t.Errorf("stack file input_size.header 'X Size': %v, want it refused", err)
 	}
 	_, err = Parse("stack.yml", []byte("functions:\n  fn:\n    fprocess: cat\n    labels:\n      com.openfaas.scale.type: cpu\n"))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "stack.yml:2") || !strings.Contains(err.Error(), "com.openfaas.scale.type") {

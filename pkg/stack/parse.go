@@ -256,6 +256,11 @@ func buildFunction(name string, y functionYAML) (Function, error) {
 		if *d.dst, err = parseDuration(d.src); err != nil {
 			return bad("%s: %v", d.field, err)
 		}
+		if d.src != "" && *d.dst == 0 {
+			// 0 is what a field left out holds: Defaults would replace it
+			// unseen.
+			return bad("%s: %q must be above 0; leave it out for the default", d.field, d.src)
+		}
 	}
 	if err := f.applyMeta(); err != nil {
 		return Function{}, err

@@ -235,6 +235,8 @@ func (f *Function) Validate() error {
 		{!finitePositive(f.MinSize) || !finitePositive(f.MaxSize) || f.MinSize >= f.MaxSize,
 			fmt.Sprintf("input size range [%v, %v] must be positive, finite and min < max", f.MinSize, f.MaxSize)},
 		{UnitBytes(f.SizeUnit) == 0, fmt.Sprintf("input_size: unit %q must be one of %s", f.SizeUnit, strings.Join(SizeUnits, ", "))},
+		{f.SizeHeader != "" && !headerName(f.SizeHeader),
+			fmt.Sprintf("input_size: header %q is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~), so no request could carry it", f.SizeHeader)},
 		{f.Kind != KindRTResource && f.Kind != KindDeployment, fmt.Sprintf("kind %q must be %q or %q", f.Kind, KindRTResource, KindDeployment)},
 		{len(f.Env) > MaxEnv, fmt.Sprintf("at most %d environment variables", MaxEnv)},
 		{len(f.Labels) > MaxEnv || len(f.Annotations) > MaxEnv, fmt.Sprintf("at most %d labels and %d annotations", MaxEnv, MaxEnv)},
@@ -251,6 +253,21 @@ func (f *Function) Validate() error {
 }
 
 func finitePositive(x float64) bool { return x > 0 && !math.IsInf(x, 0) }
+
+// headerName is an HTTP field name: a token of RFC 9110, at most 256
+// bytes.
+func headerName(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks the stack as a whole: every function and app valid, names
 // unique, every app's functions declared.
@@ -323,7 +340,10 @@ const (
 	AnnotationTimeout       = "gantry.dev/timeout"
 	AnnotationKind          = "gantry.dev/kind"
 	AnnotationAsyncDeadline = "gantry.dev/async-deadline"
-	AnnotationIdempotent    = "gantry.dev/idempotent" // "true" or "false"
+	// AnnotationColdStart is cold_start: what the policy expects of a
+	// start until one is measured.
+	AnnotationColdStart  = "gantry.dev/cold-start"
+	AnnotationIdempotent = "gantry.dev/idempotent" // "true" or "false"
 	// AnnotationSocketActivation is socket_activation: "true" or "false".
 	AnnotationSocketActivation = "gantry.dev/socket-activation"
 	// AnnotationKnativeCriticality is the annotation PREEMPT-FaaS reads
@@ -363,15 +383,25 @@ func (f *Function) applyMeta() error {
 	durs := []struct {
 		key string
 		dst *time.Duration
-	}{{AnnotationSLO, &f.SLO}, {AnnotationTimeout, &f.Timeout}, {AnnotationAsyncDeadline, &f.AsyncDeadline}}
+	}{{AnnotationSLO, &f.SLO}, {AnnotationTimeout, &f.Timeout}, {AnnotationAsyncDeadline, &f.AsyncDeadline},
+		{AnnotationColdStart, &f.ColdStart}}
 	for _, it := range durs {
 		if v, ok := f.Annotations[it.key]; ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return fmt.Errorf("%w: function %q: %s=%q: %v", ErrInvalid, f.Name, it.key, v, err)
 			}
+			if d == 0 {
+				// 0 is what a setting left out holds: Defaults would
+				// replace it unseen.
+				return fmt.Errorf("%w: function %q: %s=%q must be above 0; leave it out for the default", ErrInvalid, f.Name, it.key, v)
+			}
 			*it.dst = d
 		}
+	}
+	if a, b := f.Annotations[AnnotationCriticality], f.Annotations[AnnotationKnativeCriticality]; a != "" && b != "" && a != b {
+		return fmt.Errorf("%w: function %q: %s=%q and %s=%q disagree: give one", ErrInvalid, f.Name,
+			AnnotationCriticality, a, AnnotationKnativeCriticality, b)
 	}
 	if v, ok := f.Annotations[AnnotationSLOTarget]; ok {
 		p, err := strconv.ParseFloat(v, 64)
@@ -407,7 +437,10 @@ func (f *Function) applyMeta() error {
 		}
 	}
 	if v, ok := f.Annotations[AnnotationSizeRange]; ok {
-		if _, err := fmt.Sscanf(v, "%g-%g", &f.MinSize, &f.MaxSize); err != nil {
+		// A third item scanned is something after MAX ("1-2xyz"), which
+		// would otherwise be dropped.
+		var rest string
+		if n, _ := fmt.Sscanf(v, "%g-%g%s", &f.MinSize, &f.MaxSize, &rest); n != 2 {
 			return fmt.Errorf("%w: function %q: %s=%q must be MIN-MAX", ErrInvalid, f.Name, AnnotationSizeRange, v)
 		}
 	}
