@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"runtime"
@@ -67,6 +68,15 @@ func (cfg AppConfig) Validate() error {
 
 // RunApp runs the controller with its HTTP endpoints until ctx ends.
 func RunApp(ctx context.Context, cfg AppConfig) error {
+	// The HTTP address is taken first: a port in use is the user's mistake
+	// to name at once, not a failure found later among the informers'.
+	ln, err := listenHTTP(cfg.HTTPAddress)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer ln.Close() // after ServeListener returns this is a no-op
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pool := cfg.PoolConfig()
@@ -114,9 +124,9 @@ func RunApp(ctx context.Context, cfg AppConfig) error {
 		checks = append(checks, cfg.Leader.Watchdog.Check)
 	}
 	serveErr := make(chan error, 1)
-	if cfg.HTTPAddress != "" {
+	if ln != nil {
 		go func() {
-			err := Serve(ctx, cfg.HTTPAddress, c.Handler(reg, checks...))
+			err := ServeListener(ctx, ln, c.Handler(reg, checks...))
 			serveErr <- err
 			if err != nil {
 				cancel(err)
@@ -128,6 +138,18 @@ func RunApp(ctx context.Context, cfg AppConfig) error {
 	runErr := run(ctx, c, cfg)
 	cancel(nil)
 	return errors.Join(runErr, ignoreClosed(<-serveErr))
+}
+
+// listenHTTP listens on addr for the controller's endpoints; "" is none.
+func listenHTTP(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("rtcontroller: --http-address %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 func run(ctx context.Context, c *Controller, cfg AppConfig) error {

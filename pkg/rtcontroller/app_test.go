@@ -1,8 +1,14 @@
 package rtcontroller
 
 import (
+	"context"
 	"errors"
+	"net"
+	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
 
 	"gantry.dev/gantry/pkg/rtqueue"
 )
@@ -51,5 +57,27 @@ func TestBadCriticalBandIsRejectedBeforeStart(t *testing.T) {
 	fifo := AppConfig{QueueKind: QueueFIFO, Critical: rtqueue.CriticalBand{From: 0}}
 	if err := fifo.Validate(); err != nil {
 		t.Errorf("the fifo engine has no band, yet Validate = %v", err)
+	}
+}
+
+// A busy --http-address is named as such before anything connects: it
+// used to surface as "caches did not sync" once the informers gave up.
+func TestBusyHTTPAddressIsNamedBeforeStart(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := AppConfig{QueueKind: QueueFIFO, FIFOWorkers: 1, HTTPAddress: busy.Addr().String(),
+		Options: Options{Config: &rest.Config{Host: "http://127.0.0.1:1"}}}
+	err = RunApp(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "--http-address "+busy.Addr().String()) ||
+		!strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("RunApp = %v, want the busy --http-address named", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("RunApp waited for its context instead of failing at once")
 	}
 }

@@ -39,15 +39,6 @@ func (c *Controller) Handler(g prometheus.Gatherer, checks ...HealthCheck) http.
 	return mux
 }
 
-// Serve listens on addr until ctx ends.
-func Serve(ctx context.Context, addr string, h http.Handler) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
-	}
-	return ServeListener(ctx, ln, h)
-}
-
 // ServeListener serves on ln until ctx ends, then shuts down gracefully.
 func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
