@@ -10,15 +10,7 @@ import (
 )
 
 func TestMaterializeMakesAPrivateCopyThatOpenSweeps(t *testing.T) {
-	d, err := statedir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	s, err := Open(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, s := openStore(t)
 	if err := s.Create("token", []byte("abc")); err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +43,7 @@ func TestMaterializeMakesAPrivateCopyThatOpenSweeps(t *testing.T) {
 }
 
 func TestNamesAreCheckedBeforeAnyFileIsTouched(t *testing.T) {
-	d, err := statedir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	s, _ := Open(d)
+	_, s := openStore(t)
 	for _, name := range []string{"", "../lock", ".run", "a/b", "UPPER", "a..b", "-a", string(make([]byte, 300))} {
 		if err := s.Create(name, []byte("x")); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Create(%q): %v, want ErrInvalid", name, err)
@@ -78,15 +65,7 @@ func TestNamesAreCheckedBeforeAnyFileIsTouched(t *testing.T) {
 // not made again, and an instance that does not name the secret gets
 // nothing.
 func TestUpdateReachesTheRunningInstancesCopies(t *testing.T) {
-	d, err := statedir.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	s, err := Open(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := openStore(t)
 	for _, n := range []string{"db", "other"} {
 		if err := s.Create(n, []byte("v1")); err != nil {
 			t.Fatal(err)
@@ -124,4 +103,20 @@ func TestUpdateReachesTheRunningInstancesCopies(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(unrelated, "other")); string(b) != "v1" {
 		t.Fatalf("other: %q, want v1", b)
 	}
+}
+
+// openStore opens a store in a state folder of the test's own, closed when
+// the test ends.
+func openStore(t *testing.T) (*statedir.Dir, *Store) {
+	t.Helper()
+	d, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	s, err := Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, s
 }
