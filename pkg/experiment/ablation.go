@@ -52,6 +52,9 @@ func AblationVariants() []string {
 		"gantry-no-own-gate",      // the trend gated on the EWMA's dispersion, not on its own errors'
 		"gantry-no-periodic",      // no pre-warm ahead of a step that recurs at a period, nor the seasonal prediction
 		"gantry-no-seasonal",      // the pre-warm, but the EWMA's prediction while a period holds
+		"gantry-no-season-level",  // the seasonal prediction not scaled by the level's drift over the period
+		"gantry-no-season-disp",   // the sizing's margin read from the EWMA's errors while a period holds, not the seasonal prediction's own
+		"gantry-no-step-end",      // no retirement at once when the seasonal prediction steps down: idle-age retirement alone
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

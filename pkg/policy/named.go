@@ -128,8 +128,14 @@ type parts struct {
 	// periodic pre-warms a step that recurs at a period before it comes
 	// (periodic.go); it needs arrivalBurst, whose excess it sets.
 	periodic bool
-	// seasonal predicts, while a period holds, the rate one period ago.
-	seasonal bool
+	// seasonal predicts, while a period holds, the rate one period ago;
+	// seasonalLevel scales it by the level's drift over the period, and
+	// seasonalDisp sizes for its own errors (seasonal.go).
+	seasonal, seasonalLevel, seasonalDisp bool
+	// stepEnd retires the idle containers above the target at once when
+	// the seasonal prediction steps down and the next onset is a period
+	// away (seasonal.go).
+	stepEnd bool
 	// noBurstAlarm and noWarmBuffer undo, for the ablations, one half of
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
@@ -170,7 +176,8 @@ var catalog = map[string]parts{
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
 		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
-		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true},
+		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true,
+		seasonalLevel: true, seasonalDisp: true, stepEnd: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -207,6 +214,9 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
 	"gantry-no-periodic":      func(p *parts) { p.periodic = false },
 	"gantry-no-seasonal":      func(p *parts) { p.seasonal = false },
+	"gantry-no-season-level":  func(p *parts) { p.seasonalLevel = false },
+	"gantry-no-season-disp":   func(p *parts) { p.seasonalDisp = false },
+	"gantry-no-step-end":      func(p *parts) { p.stepEnd = false },
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -245,7 +255,8 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
-		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
+		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
+		"gantry-no-step-end",
 		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",
 		"gantry-stream", "gantry-warm-buffer"}
 }

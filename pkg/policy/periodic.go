@@ -77,6 +77,15 @@ type periodState struct {
 	// hist holds the closed seconds' counts for the last histSeconds
 	// (by index modulo histSeconds), for the seasonal prediction.
 	hist []float64
+	// The seasonal prediction's own errors (seasonal.go): sdisp is the
+	// dispersion of the window counts about it over sdispN windows;
+	// used is set while the open window was sized by it.
+	sdisp  float64
+	sdispN int
+	used   bool
+	// dropUntil ends the span after a predicted step down in which idle
+	// containers above the target retire at once (seasonal.go).
+	dropUntil time.Time
 }
 
 // histSeconds bounds the seasonal history: the longest period and a
@@ -124,7 +133,7 @@ func (c *core) periodAdvance(now time.Time) {
 	if p.period > 0 && p.sec > p.next+int64(periodTol/time.Second)+2 &&
 		(len(p.onsets) == 0 || p.onsets[len(p.onsets)-1] < p.next-int64(periodTol/time.Second)) {
 		// The expected onset did not come: the period is forgotten.
-		p.onsets, p.ratios, p.period = p.onsets[:0], p.ratios[:0], 0
+		p.onsets, p.ratios, p.period, p.sdispN = p.onsets[:0], p.ratios[:0], 0, 0
 	}
 }
 
@@ -168,7 +177,16 @@ func (c *core) testOnset(last int64) {
 // spaced, and clears it otherwise.
 func (c *core) findPeriod() {
 	p := &c.period
+	held := p.period
 	p.period = 0
+	defer func() {
+		switch {
+		case p.period == 0:
+			p.sdispN = 0
+		case held == 0:
+			c.backtestSeasonal() // a new period: its predictor's errors so far
+		}
+	}()
 	if len(p.onsets) < periodOnsets {
 		return
 	}
@@ -230,17 +248,13 @@ func (c *core) recordSecond(sec int64, n float64) {
 }
 
 // seasonalRate is the rate one period before the coming window, while a
-// period holds and that window is in the history.
+// period holds and that window is in the history (seasonal.go: scaled by
+// the level's drift over the period under parts.seasonalLevel).
 func (c *core) seasonalRate(now time.Time) (float64, bool) {
-	p := &c.period
 	w := int64(c.spec.Window / time.Second)
-	from := c.secondOf(now) - p.period
-	if p.period == 0 || from < 0 || from+w > p.sec || p.sec-from > histSeconds || w <= 0 {
+	n, ok := c.seasonalCount(c.secondOf(now), w)
+	if !ok {
 		return 0, false
 	}
-	sum := 0.0
-	for k := from; k < from+w; k++ {
-		sum += p.hist[k%histSeconds]
-	}
-	return sum / float64(w), true
+	return n / float64(w), true
 }

@@ -63,6 +63,7 @@ func (c *core) refreshModels() {
 // closeWindow feeds the finished window to the predictors.
 func (c *core) closeWindow() {
 	c.observeDispersion()
+	c.observeSeasonal() // the seasonal prediction's own errors (seasonal.go)
 	if c.loadSeen {
 		c.loadWindows++
 	}
@@ -127,9 +128,12 @@ func (c *core) predictRate(now time.Time) (float64, bool) {
 	}
 	if c.p.periodic && c.p.seasonal {
 		if r, ok := c.seasonalRate(now); ok {
+			c.noteSeasonalDrop(now, r)
+			c.period.used = true
 			return r, true // the rate one period ago (periodic.go)
 		}
 	}
+	c.period.used = false
 	n, ok := c.load.Predict(now)
 	if !ok {
 		return 0, false

@@ -192,7 +192,7 @@ func (c *core) decideByAge(f int, now time.Time, v *View, d Decision, credit int
 		steady = c.retireSteadyExcess(f, now, v, target) // keeps its clock whatever is decided
 	}
 	if d.Add == 0 {
-		d.Retire = max(c.retireByAge(v, target), steady)
+		d.Retire = max(c.retireByAge(v, target), steady, c.retireAtStepEnd(now, v, target))
 	}
 	d.Add = max(0, d.Add-credit)
 	return d

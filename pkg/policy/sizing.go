@@ -317,7 +317,9 @@ func (c *core) predictionSD(rate float64) float64 {
 	if c.p.rateFloor {
 		v = ewmaAlpha / (2 - ewmaAlpha)
 	}
-	if c.dispN >= dispersionWindows {
+	if d, ok := c.seasonalDispersion(); ok {
+		v = max(v, d-1) // while a period holds, its prediction's own errors (seasonal.go)
+	} else if c.dispN >= dispersionWindows {
 		v = max(v, c.dispSlow-1)
 	}
 	return math.Sqrt(v * rate / c.spec.Window.Seconds())
