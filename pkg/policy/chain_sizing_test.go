@@ -68,8 +68,11 @@ func feedChain(t *testing.T, p Policy, windows, rate int) []int {
 // each request's end-to-end slack instead of the 9 ms its SLO share
 // leaves it, the chain holds fewer containers in all than sized one
 // function at a time (gantry-no-joint-chain), the fractions sum to 1,
-// and the functions' predicted miss shares, as the sizing bounds them,
-// sum to at most ε: the union bound on the end-to-end miss share.
+// and each function's predicted miss share, as the sizing bounds it, is
+// at most ε, so that their sum, the union bound on the end-to-end miss
+// share, is at most k·ε (pkg/sim's TestChainSizingBoundsEndToEndMisses
+// checks that the bound overstates the simulator's misses more than
+// k-fold).
 func TestJointChainSizingSplitsTheEndToEndSlack(t *testing.T) {
 	const rate = 100
 	joint := mustNew(t, "gantry", chainSpec())
@@ -95,7 +98,7 @@ func TestJointChainSizingSplitsTheEndToEndSlack(t *testing.T) {
 		nj += tj[f]
 		na += ta[f]
 	}
-	t.Logf("joint %v (fractions %v, ε %v), one at a time %v", tj, frac, c.chain.eps, ta)
+	t.Logf("joint %v (fractions %v), one at a time %v", tj, frac, ta)
 	if !(nj < na && tj[2] < ta[2]) {
 		t.Errorf("joint targets %v, one at a time %v: want fewer in all and at the tail", tj, ta)
 	}
@@ -112,15 +115,8 @@ func TestJointChainSizingSplitsTheEndToEndSlack(t *testing.T) {
 		mix.Mean = c.fns[f].meanEWMA
 		bound += sizingMiss(tj[f], c.rate, mix)
 	}
-	var epsSum float64
-	for _, e := range c.chain.eps {
-		epsSum += e
-	}
-	if epsSum > eps*1.0001 {
-		t.Errorf("the functions' ε shares %v sum to %v, above ε = %v", c.chain.eps, epsSum, eps)
-	}
-	if bound > eps {
-		t.Errorf("the functions' miss shares sum to %.6f, above ε = %v", bound, eps)
+	if k := float64(len(c.fns)); bound > k*eps {
+		t.Errorf("the functions' miss shares sum to %.6f, above k·ε = %v", bound, k*eps)
 	}
 }
 
@@ -135,8 +131,8 @@ func TestJointChainLeavesASingleFunctionAlone(t *testing.T) {
 	size := func(r *rand.Rand) float64 { return 1 + 99*r.Float64() }
 	feed(t, one, 12, 50, size, exec, views)
 	feed(t, ablated, 12, 50, size, exec, views)
-	if c := one.(*core); c.chain.frac != nil || c.stageEps(0) != 1-c.sloTarget() {
-		t.Errorf("one function split: fractions %v, ε %v", c.chain.frac, c.stageEps(0))
+	if c := one.(*core); c.chain.frac != nil {
+		t.Errorf("one function split: fractions %v", c.chain.frac)
 	}
 	if a, b := one.(*core).fns[0].target, ablated.(*core).fns[0].target; a != b {
 		t.Errorf("one function: target %d, %d without the joint split", a, b)

@@ -283,7 +283,7 @@ func (c *core) sloSize(f int, rate float64) (int, bool) {
 		mix.Mean = fs.meanEWMA + ewmaAlpha*(mix.Mean-fs.meanEWMA)
 	}
 	fs.meanEWMA, fs.mix = mix.Mean, mix.Mean
-	return sizeForSpread(rate, c.predictionSD(c.rate), mix, c.stageEps(f), maxSizing), true
+	return sizeForSpread(rate, c.predictionSD(c.rate), mix, 1-c.sloTarget(), maxSizing), true
 }
 
 // The rate the sizing is given is a prediction. Its error beyond Poisson
