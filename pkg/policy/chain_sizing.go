@@ -43,10 +43,11 @@ import (
 // the functions' predicted shares on audio-translation (k = 3), which
 // TestChainSizingBoundsEndToEndMisses (pkg/sim) checks stays more than
 // k. Splitting ε as well (ε/k each, or shares of ε chosen by the same
-// program, so that the bound itself is ε) held 0.4-1.1% more containers
-// on the two-function chains' stable cells and 2-13% more on
-// email-categorization at 1-20 requests/s, with 1.6-4 times the spawns,
-// for compliance already above the target (docs/experiments.md).
+// program, so that the bound itself is ε; commit 39d0634) held 0.4-1.1%
+// more containers on the two-function chains' stable cells of seed 2
+// and 4-13% more on email-categorization at 1-20 requests/s, with 1.6-3.9
+// times the spawns, for compliance already above the target
+// (docs/experiments.md).
 
 // chainUnits is the resolution of the split: each function's fraction of
 // the end-to-end slack is a multiple of 1/chainUnits.

@@ -20,10 +20,11 @@ import (
 // sizing relies on the bound overstating the misses more than k-fold.
 // Against the simulator under gantry's own order: fixed pools of n_i
 // containers per function of audio-translation (heavy sizes, Poisson
-// 250/s, a 1 ms cold start) with the fractions of the slack the sizing
-// picks there (0.55, 0.30, 0.15). Stated tolerance: the measured
-// end-to-end miss share is at most the predicted sum over k, plus 3
-// binomial standard deviations (2 simulated minutes measured 0.020%
+// 250/s, a 1 ms cold start) with fractions of the slack near those the
+// split picks on a chain of that shape (0.55, 0.30, 0.15; pkg/policy's
+// TestJointChainSizingSplitsTheEndToEndSlack: 0.5, 0.3, 0.2). Stated
+// tolerance: the measured end-to-end miss share is at most the
+// predicted sum over k, plus 3 binomial standard deviations (2 simulated minutes measured 0.020%
 // against a sum of 0.26% at (100, 36, 14), 13 times below it, and none
 // against 0.066% at (102, 37, 15)).
 func TestChainSizingBoundsEndToEndMisses(t *testing.T) {
