@@ -55,6 +55,7 @@ func AblationVariants() []string {
 		"gantry-no-season-level",  // the seasonal prediction not scaled by the level's drift over the period
 		"gantry-no-season-disp",   // the sizing's margin read from the EWMA's errors while a period holds, not the seasonal prediction's own
 		"gantry-no-step-end",      // no retirement at once when the seasonal prediction steps down: idle-age retirement alone
+		"gantry-no-joint-chain",   // a chain's functions sized one at a time on their SLO shares, not on a joint split of the end-to-end slack
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

@@ -129,6 +129,8 @@ type core struct {
 	instant sameInstant
 	// chainMemo keeps chained predictions until the models change.
 	chainMemo map[chainKey]chainVal
+	// chain is the joint split of a chain's slack (chain_sizing.go).
+	chain chainSplit
 }
 
 func newCore(name string, p parts, spec Spec) (*core, error) {

@@ -140,6 +140,10 @@ type parts struct {
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
 	noBurstAlarm, noWarmBuffer bool
+	// jointChain sizes a chain's functions jointly: each gets a fraction
+	// of every request's end-to-end slack and ε over the chain's length
+	// (chain_sizing.go), instead of its own SLO share and ε.
+	jointChain bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -177,7 +181,7 @@ var catalog = map[string]parts{
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
 		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
 		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true,
-		seasonalLevel: true, seasonalDisp: true, stepEnd: true},
+		seasonalLevel: true, seasonalDisp: true, stepEnd: true, jointChain: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -208,6 +212,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-trend":         func(p *parts) { p.loadTrend = false },
 	"gantry-no-steady-mean":   func(p *parts) { p.steadyMean = false },
 	"gantry-no-rate-floor":    func(p *parts) { p.rateFloor = false },
+	"gantry-no-joint-chain":   func(p *parts) { p.jointChain = false },
 	"gantry-no-own-gate":      func(p *parts) { p.trendOwnGate = false },
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
@@ -254,7 +259,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
 	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
-		"gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
+		"gantry-no-hold", "gantry-no-joint-chain", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
 		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
 		"gantry-no-step-end",
 		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",

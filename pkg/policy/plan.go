@@ -92,6 +92,7 @@ func (c *core) resize(now time.Time) {
 		return
 	}
 	c.rate = rate
+	c.splitChain(rate) // chain_sizing.go
 	for f := range c.fns {
 		n, ok := c.sizeFunction(f, rate)
 		if !ok {

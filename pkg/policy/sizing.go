@@ -271,7 +271,10 @@ func (c *core) sloTarget() float64 {
 // pool of recent sizes is new at every window, and its mean, an estimate
 // of the sizes to come, is as noisy as one window's count is of the rate.
 func (c *core) sloSize(f int, rate float64) (int, bool) {
-	mix, ok := c.serviceMix(f)
+	mix, ok := c.chainMix(f) // a chain split jointly (chain_sizing.go)
+	if !ok {
+		mix, ok = c.serviceMix(f)
+	}
 	if !ok {
 		return 0, false
 	}

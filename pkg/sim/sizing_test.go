@@ -87,7 +87,10 @@ func sentimentMix(t *testing.T, app workload.App) policy.ServiceMix {
 // modelTolerance): the measured share is at most 4 times the predicted
 // one and at least half of it, or within 3 binomial standard deviations
 // of those (which dominates at the smallest ε). Measured: up to 1.96
-// times on image-compression, 3.78 on sentiment-analysis. The FIFO
+// times on image-compression, 3.78 on sentiment-analysis; at 20/s on
+// sentiment-analysis (issue 20's low-rate cell) 0.87, 0.61 and 0.36
+// times at n = 12, 13, 14 (one hour; the last below half, within 3
+// standard deviations of it): the model errs on the safe side there. The FIFO
 // model, logged beside, predicts 40 to 150 times the measured share on
 // image-compression at 250/s.
 func TestSizingModelMatchesLeastSlackMisses(t *testing.T) {
@@ -100,6 +103,9 @@ func TestSizingModelMatchesLeastSlackMisses(t *testing.T) {
 		{"image-compression", 250, []int{96, 98, 100}, 4 * time.Minute},
 		{"image-compression", 55, []int{23, 24, 26}, 8 * time.Minute},
 		{"sentiment-analysis", 300, []int{138, 139, 140}, 4 * time.Minute},
+		// issue 20's low-rate cell (about 9 busy containers): the light-load
+		// tail, which the sizing uses there without the tolerance
+		{"sentiment-analysis", 20, []int{12, 13, 14}, time.Hour},
 	} {
 		app, err := workload.Lookup(c.app)
 		if err != nil {
