@@ -134,6 +134,9 @@ type parts struct {
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
 	noBurstAlarm, noWarmBuffer bool
+	// fastFall follows a fall of the window counts faster than a rise
+	// (rate_fall.go).
+	fastFall bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -170,7 +173,8 @@ var catalog = map[string]parts{
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
 		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
-		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true},
+		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true,
+		fastFall: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -207,6 +211,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
 	"gantry-no-periodic":      func(p *parts) { p.periodic = false },
 	"gantry-no-seasonal":      func(p *parts) { p.seasonal = false },
+	"gantry-no-fast-fall":     func(p *parts) { p.fastFall = false },
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -243,7 +248,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
+	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum", "gantry-no-fast-fall",
 		"gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
 		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
 		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",
