@@ -52,7 +52,7 @@ func AblationVariants() []string {
 		"gantry-no-own-gate",      // the trend gated on the EWMA's dispersion, not on its own errors'
 		"gantry-no-periodic",      // no pre-warm ahead of a step that recurs at a period, nor the seasonal prediction
 		"gantry-no-seasonal",      // the pre-warm, but the EWMA's prediction while a period holds
-		"gantry-no-fast-fall",     // the EWMA's weight on a fall of the window counts too, on bursty load
+		"gantry-fast-fall",        // a fall of the window counts followed with weight 0.9 on bursty load (not in gantry)
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

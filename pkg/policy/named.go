@@ -173,8 +173,7 @@ var catalog = map[string]parts{
 		execQuantile: 0.75, empiricalMix: true, stream: true,
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
 		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
-		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true,
-		fastFall: true},
+		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -211,7 +210,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-burst-alarm":   func(p *parts) { p.noBurstAlarm = true },
 	"gantry-no-periodic":      func(p *parts) { p.periodic = false },
 	"gantry-no-seasonal":      func(p *parts) { p.seasonal = false },
-	"gantry-no-fast-fall":     func(p *parts) { p.fastFall = false },
+	"gantry-fast-fall":        func(p *parts) { p.fastFall = true },     // tried, not kept in gantry (rate_fall.go)
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -248,7 +247,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum", "gantry-no-fast-fall",
+	return []string{"gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
 		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
 		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",

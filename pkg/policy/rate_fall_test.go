@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// After a step down from 120/s to 40/s, gantry's predicted rate takes
-// 0.9 of the fall at the first window below (rate_fall.go), where
-// gantry-no-fast-fall's EWMA takes half; before the step, at a constant
-// 120/s, both predict the same.
+// After a step down from 120/s to 40/s, gantry-fast-fall's predicted
+// rate takes 0.9 of the fall at the first window below (rate_fall.go),
+// where gantry's EWMA takes half; before the step, at a constant 120/s,
+// both predict the same.
 func TestFastFallFollowsAStepDown(t *testing.T) {
 	run := func(name string) (before, after float64) {
 		c := mustNew(t, name, spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
@@ -37,15 +37,15 @@ func TestFastFallFollowsAStepDown(t *testing.T) {
 		}
 		return before, c.rate
 	}
-	fb, fa := run("gantry")
-	sb, sa := run("gantry-no-fast-fall")
-	t.Logf("gantry %.1f → %.1f/s, gantry-no-fast-fall %.1f → %.1f/s", fb, fa, sb, sa)
+	fb, fa := run("gantry-fast-fall")
+	sb, sa := run("gantry")
+	t.Logf("gantry-fast-fall %.1f → %.1f/s, gantry %.1f → %.1f/s", fb, fa, sb, sa)
 	if fb != sb {
 		t.Errorf("at a constant 120/s the predictions differ: %.2f and %.2f", fb, sb)
 	}
 	// One window (10 s) after the step: the EWMA stands at 120 − 80/2 =
 	// 80/s, the fast fall at 120 − 0.9·80 = 48/s.
 	if fa > 52 || sa < 72 {
-		t.Errorf("a window after a step to 40/s: gantry predicts %.1f/s (want ≤ 52), gantry-no-fast-fall %.1f/s (want ≥ 72)", fa, sa)
+		t.Errorf("a window after a step to 40/s: gantry-fast-fall predicts %.1f/s (want ≤ 52), gantry %.1f/s (want ≥ 72)", fa, sa)
 	}
 }
