@@ -197,6 +197,9 @@ func (c *core) initLoad() error {
 			warmup = 1
 		}
 		c.load, err = predict.NewEWMA(ewmaAlpha, warmup)
+		if c.p.fastFall {
+			c.load, err = predict.NewFallEWMA(ewmaAlpha, fallAlpha, fallZ, warmup) // rate_fall.go
+		}
 	case loadLinReg:
 		c.load, err = predict.NewLinReg(linRegHistory)
 	case loadOracle:

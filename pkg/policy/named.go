@@ -144,6 +144,9 @@ type parts struct {
 	// of every request's end-to-end slack and ε over the chain's length
 	// (chain_sizing.go), instead of its own SLO share and ε.
 	jointChain bool
+	// fastFall follows a fall of the window counts faster than a rise
+	// (rate_fall.go).
+	fastFall bool
 	// batchOne sizes one container per request predicted to arrive within
 	// a function SLO, whatever its input size (the paper's No Batch).
 	batchOne bool
@@ -222,6 +225,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-season-level":  func(p *parts) { p.seasonalLevel = false },
 	"gantry-no-season-disp":   func(p *parts) { p.seasonalDisp = false },
 	"gantry-no-step-end":      func(p *parts) { p.stepEnd = false },
+	"gantry-fast-fall":        func(p *parts) { p.fastFall = true },     // tried, not kept in gantry (rate_fall.go)
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
@@ -258,7 +262,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
+	return []string{"gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-joint-chain", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
 		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
 		"gantry-no-step-end",

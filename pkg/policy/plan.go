@@ -69,7 +69,7 @@ func (c *core) closeWindow() {
 	}
 	if c.load != nil {
 		c.observeTrendError() // before Observe: the trend's prediction was for this window
-		c.load.Observe(c.winCount)
+		c.observeLoad(c.winCount)
 		if lvl, ok := c.load.Predict(c.nextWindow); ok && c.p.loadTrend {
 			c.observeTrend(lvl)
 		}

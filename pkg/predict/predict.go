@@ -183,3 +183,41 @@ func (f *Fractions) Predict(dst []float64) bool {
 	copy(dst, f.value)
 	return f.seen >= f.warmup
 }
+
+// FallEWMA is an EWMA that follows a fall faster than a rise: a value
+// more than z Poisson standard deviations (√estimate) below the estimate
+// moves it with weight alphaDown, any other value with weight alpha. The
+// values are counts (their variance is their mean), so z is in units of
+// a count's own noise. docs/simulator.md, "The fall-aware rate", has why.
+type FallEWMA struct {
+	EWMA
+	alphaDown, z float64
+	falls        int
+}
+
+// NewFallEWMA returns a FallEWMA; alpha and alphaDown in (0, 1], z ≥ 0
+// and finite.
+func NewFallEWMA(alpha, alphaDown, z float64, warmup int) (*FallEWMA, error) {
+	e, err := NewEWMA(alpha, warmup)
+	if err != nil {
+		return nil, err
+	}
+	if !(alphaDown > 0 && alphaDown <= 1) || !(z >= 0) || math.IsInf(z, 0) {
+		return nil, fmt.Errorf("%w: fall weight %v, threshold %v", ErrBadParam, alphaDown, z)
+	}
+	return &FallEWMA{EWMA: *e, alphaDown: alphaDown, z: z}, nil
+}
+
+func (f *FallEWMA) Observe(v float64) {
+	if f.seen > 0 && v < f.value-f.z*math.Sqrt(max(0, f.value)) {
+		f.value += f.alphaDown * (v - f.value)
+		f.seen++
+		f.falls++
+		return
+	}
+	f.EWMA.Observe(v)
+}
+
+// Falls counts the values that moved the estimate with the fall weight:
+// on a constant rate, its false alarms.
+func (f *FallEWMA) Falls() int { return f.falls }

@@ -3,6 +3,7 @@ package predict
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -95,4 +96,65 @@ func BenchmarkEWMA(b *testing.B) {
 		e.Observe(250)
 		e.Predict(t0)
 	}
+}
+
+func TestFallEWMAFollowsAFallFasterThanARise(t *testing.T) {
+	f, err := NewFallEWMA(0.5, 0.9, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Observe(100)
+	f.Observe(200) // a rise: 100 + 0.5·100
+	if v, _ := f.Predict(t0); v != 150 {
+		t.Fatalf("after a rise: %v, want 150", v)
+	}
+	f.Observe(140) // 10 below, within 2·√150 ≈ 24.5: the EWMA's weight
+	if v, _ := f.Predict(t0); v != 145 {
+		t.Fatalf("after a small fall: %v, want 145", v)
+	}
+	f.Observe(45) // 100 below, past 2·√145: 145 − 0.9·100
+	if v, _ := f.Predict(t0); math.Abs(v-55) > 1e-9 {
+		t.Fatalf("after a fall: %v, want 55", v)
+	}
+	if f.Falls() != 1 {
+		t.Fatalf("falls = %d, want 1", f.Falls())
+	}
+	for _, c := range [][3]float64{{0, 0.9, 2}, {0.5, 0, 2}, {0.5, 1.5, 2}, {0.5, 0.9, -1}, {0.5, 0.9, math.NaN()}, {0.5, 0.9, math.Inf(1)}} {
+		if _, err := NewFallEWMA(c[0], c[1], c[2], 1); !errors.Is(err, ErrBadParam) {
+			t.Errorf("%v: err = %v", c, err)
+		}
+	}
+}
+
+// On a constant rate a window falls past the threshold by chance alone:
+// the count's own noise and the estimate's (an EWMA of Poisson counts
+// has variance α/(2−α)·λ) put the difference at about √(4/3)·√λ, so
+// z = 2 is about 1.7 of its standard deviations, 4% of the windows.
+// docs/simulator.md states the rate measured here.
+func TestFallEWMAFalseFallsOnAConstantRate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const lambda, windows = 100.0, 20000
+	f, _ := NewFallEWMA(0.5, 0.9, 2, 1)
+	for range windows {
+		f.Observe(poisson(rng, lambda))
+	}
+	share := float64(f.Falls()) / windows
+	t.Logf("false falls: %d of %d windows (%.2f%%)", f.Falls(), windows, 100*share)
+	if share < 0.02 || share > 0.07 {
+		t.Fatalf("false falls in %.2f%% of windows, want 2-7%%", 100*share)
+	}
+	v, _ := f.Predict(t0)
+	if math.Abs(v-lambda) > 5*math.Sqrt(lambda) {
+		t.Fatalf("estimate %v strays from the rate %v", v, lambda)
+	}
+}
+
+// poisson draws a Poisson count of mean lambda by counting exponential gaps.
+func poisson(rng *rand.Rand, lambda float64) float64 {
+	n, t := 0.0, rng.ExpFloat64()
+	for t < lambda {
+		n++
+		t += rng.ExpFloat64()
+	}
+	return n
 }
