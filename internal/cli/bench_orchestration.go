@@ -51,6 +51,9 @@ func newBenchOrchestrationCmd() *cobra.Command {
 			if err := applyOrchestrationLists(cmd, &opts, controllers, cases); err != nil {
 				return err
 			}
+			if opts.Knative && out != "" {
+				opts.KN.AuditDir = out
+			}
 			app, err := controllerAppConfig(ctlArgs)
 			if err != nil {
 				return usagef("bench orchestration: --controller-args: %v", err)
@@ -91,7 +94,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	f.StringVar(&cases, "cases", "", "comma-separated mode:burst cases, modes interval and continuous (default the paper's six: interval:5,10,20 and continuous:15,30,45)")
 	f.IntVar(&opts.Services, "services", opts.Services, "critical services, criticalities 1..N")
 	f.IntVar(&opts.Replicas, "replicas", opts.Replicas, "replicas each scale-up asks for, from 0")
-	f.IntVar(&opts.Repetitions, "repetitions", opts.Repetitions, "iterations per controller and case")
+	f.IntVar(&opts.Repetitions, "repetitions", opts.Repetitions, "iterations per controller and case (with --knative: rounds, each running every arm once, interleaved, on a new control plane)")
 	f.DurationVar(&opts.Iteration, "iteration", opts.Iteration, "length of one iteration")
 	f.DurationVar(&opts.Gap, "gap", opts.Gap, "mean pause between a service's scale-down and its next scale-up")
 	f.DurationVar(&opts.IntervalPeriod, "interval-period", opts.IntervalPeriod, "time between bursts in interval mode")
@@ -112,6 +115,14 @@ func newBenchOrchestrationCmd() *cobra.Command {
 func applyOrchestrationLists(cmd *cobra.Command, opts *orchbench.Options, controllers, cases string) error {
 	if cmd.Flags().Changed("controllers") {
 		opts.Controllers = splitList(controllers)
+	}
+	if cmd.Flags().Changed("repetitions") {
+		// --quick picks one repetition; naming them wins.
+		n, err := cmd.Flags().GetInt("repetitions")
+		if err != nil {
+			return err
+		}
+		opts.Repetitions = n
 	}
 	if !cmd.Flags().Changed("cases") {
 		return nil
