@@ -45,10 +45,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
   gantry bench orchestration --knative --quick`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyKnativeFlags(cmd, &opts, &kn, quick, ctlArgs); err != nil {
-				return err
-			}
-			if err := applyOrchestrationLists(cmd, &opts, controllers, cases); err != nil {
+			if err := applyBenchFlags(cmd, &opts, &kn, quick, ctlArgs, controllers, cases); err != nil {
 				return err
 			}
 			if opts.Knative && out != "" {
@@ -110,20 +107,27 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	return cmd
 }
 
+// applyBenchFlags applies --quick, --knative and the lists the user
+// named; a --repetitions the user named wins over --quick's one (the flag
+// is bound to opts, which --quick overwrites, so its value is kept first).
+func applyBenchFlags(cmd *cobra.Command, opts *orchbench.Options, kn *knativeBenchFlags, quick bool, ctlArgs, controllers, cases string) error {
+	reps := opts.Repetitions
+	if err := applyKnativeFlags(cmd, opts, kn, quick, ctlArgs); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("repetitions") {
+		opts.Repetitions = reps
+	}
+	return applyOrchestrationLists(cmd, opts, controllers, cases)
+}
+
 // applyOrchestrationLists sets the controllers and cases the user named;
 // with --quick, naming them overrides --quick's choice.
 func applyOrchestrationLists(cmd *cobra.Command, opts *orchbench.Options, controllers, cases string) error {
 	if cmd.Flags().Changed("controllers") {
 		opts.Controllers = splitList(controllers)
 	}
-	if cmd.Flags().Changed("repetitions") {
-		// --quick picks one repetition; naming them wins.
-		n, err := cmd.Flags().GetInt("repetitions")
-		if err != nil {
-			return err
-		}
-		opts.Repetitions = n
-	}
+
 	if !cmd.Flags().Changed("cases") {
 		return nil
 	}
