@@ -45,11 +45,11 @@ func newBenchOrchestrationCmd() *cobra.Command {
   gantry bench orchestration --knative --quick`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyKnativeFlags(cmd, &opts, &kn, quick, ctlArgs); err != nil {
+			if err := applyBenchFlags(cmd, &opts, &kn, quick, ctlArgs, controllers, cases); err != nil {
 				return err
 			}
-			if err := applyOrchestrationLists(cmd, &opts, controllers, cases); err != nil {
-				return err
+			if opts.Knative && out != "" {
+				opts.KN.AuditDir = out
 			}
 			app, err := controllerAppConfig(ctlArgs)
 			if err != nil {
@@ -91,7 +91,7 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	f.StringVar(&cases, "cases", "", "comma-separated mode:burst cases, modes interval and continuous (default the paper's six: interval:5,10,20 and continuous:15,30,45)")
 	f.IntVar(&opts.Services, "services", opts.Services, "critical services, criticalities 1..N")
 	f.IntVar(&opts.Replicas, "replicas", opts.Replicas, "replicas each scale-up asks for, from 0")
-	f.IntVar(&opts.Repetitions, "repetitions", opts.Repetitions, "iterations per controller and case")
+	f.IntVar(&opts.Repetitions, "repetitions", opts.Repetitions, "iterations per controller and case (with --knative: rounds, each running every arm once, interleaved, on a new control plane)")
 	f.DurationVar(&opts.Iteration, "iteration", opts.Iteration, "length of one iteration")
 	f.DurationVar(&opts.Gap, "gap", opts.Gap, "mean pause between a service's scale-down and its next scale-up")
 	f.DurationVar(&opts.IntervalPeriod, "interval-period", opts.IntervalPeriod, "time between bursts in interval mode")
@@ -107,12 +107,27 @@ func newBenchOrchestrationCmd() *cobra.Command {
 	return cmd
 }
 
+// applyBenchFlags applies --quick, --knative and the lists the user
+// named; a --repetitions the user named wins over --quick's one (the flag
+// is bound to opts, which --quick overwrites, so its value is kept first).
+func applyBenchFlags(cmd *cobra.Command, opts *orchbench.Options, kn *knativeBenchFlags, quick bool, ctlArgs, controllers, cases string) error {
+	reps := opts.Repetitions
+	if err := applyKnativeFlags(cmd, opts, kn, quick, ctlArgs); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("repetitions") {
+		opts.Repetitions = reps
+	}
+	return applyOrchestrationLists(cmd, opts, controllers, cases)
+}
+
 // applyOrchestrationLists sets the controllers and cases the user named;
 // with --quick, naming them overrides --quick's choice.
 func applyOrchestrationLists(cmd *cobra.Command, opts *orchbench.Options, controllers, cases string) error {
 	if cmd.Flags().Changed("controllers") {
 		opts.Controllers = splitList(controllers)
 	}
+
 	if !cmd.Flags().Changed("cases") {
 		return nil
 	}

@@ -5,6 +5,9 @@ package cli
 import (
 	"testing"
 
+	"github.com/spf13/cobra"
+
+	"gantry.dev/gantry/pkg/orchbench"
 	"gantry.dev/gantry/pkg/rtqueue"
 )
 
@@ -63,5 +66,45 @@ func TestControllerAppConfigParsesControllerFlags(t *testing.T) {
 	}
 	if def := rtqueue.DefaultPoolConfig(); app.Pool.Max != def.Max {
 		t.Fatalf("pool %+v, want the default %+v", app.Pool, def)
+	}
+}
+
+// --repetitions wins over --quick's one repetition, with --knative too,
+// and --knative --quick --repetitions 0 is still refused.
+func TestRepetitionsOverrideQuick(t *testing.T) {
+	for _, knative := range []bool{false, true} {
+		opts := orchbench.DefaultOptions()
+		var kn knativeBenchFlags
+		cmd := &cobra.Command{Use: "orchestration"}
+		var controllers, cases string
+		cmd.Flags().IntVar(&opts.Repetitions, "repetitions", opts.Repetitions, "")
+		cmd.Flags().StringVar(&controllers, "controllers", "", "")
+		cmd.Flags().StringVar(&cases, "cases", "", "")
+		kn.register(cmd, &opts)
+		args := []string{"--repetitions", "3"}
+		if knative {
+			args = append(args, "--knative")
+		}
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyBenchFlags(cmd, &opts, &kn, true, rq1ControllerArgs, controllers, cases); err != nil {
+			t.Fatal(err)
+		}
+		if opts.Repetitions != 3 {
+			t.Errorf("knative %v: --quick --repetitions 3 gave %d repetitions", knative, opts.Repetitions)
+		}
+		if err := opts.Validate(); err != nil {
+			t.Fatalf("knative %v: --quick --repetitions 3: %v", knative, err)
+		}
+		if err := cmd.ParseFlags([]string{"--repetitions", "0"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyBenchFlags(cmd, &opts, &kn, true, rq1ControllerArgs, controllers, cases); err != nil {
+			t.Fatal(err)
+		}
+		if err := opts.Validate(); err == nil {
+			t.Errorf("knative %v: --quick --repetitions 0 passed validation", knative)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	gantryv1 "gantry.dev/gantry/api/v1alpha1"
@@ -136,13 +137,25 @@ func newControllerCmd() *cobra.Command {
 			if !f.knative {
 				return rtcontroller.RunApp(cmd.Context(), f.app)
 			}
-			f.kn.Options = knativert.Options{Config: cfg, Namespace: f.app.Options.Namespace, Logger: slog.Default()}
+			f.kn.Options = knativert.Options{Config: knativeClientConfig(cfg, f.app.Options.QPS, f.app.Options.Burst), Namespace: f.app.Options.Namespace, Logger: slog.Default()}
 			return runBoth(cmd.Context(), func(ctx context.Context) error { return rtcontroller.RunApp(ctx, f.app) },
 				func(ctx context.Context) error { return knativert.Run(ctx, f.kn) })
 		},
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// knativeClientConfig is the Knative side's client configuration: the
+// reconcile client's limits (--kube-api-qps, --kube-api-burst), not
+// client-go's default 5/s, burst 10. Its webhook reads the Revision and the
+// RTResource live on every PodAutoscaler and Deployment admission, and at
+// 5/s, shared with its reconciler, the API server waited 2.5 s on average
+// for its answers while Knative scaled Services up (docs/knative.md).
+func knativeClientConfig(cfg *rest.Config, qps float32, burst int) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.QPS, out.Burst = qps, burst
+	return out
 }
 
 // runBoth runs a and b until ctx ends or either returns, and stops the

@@ -5,6 +5,8 @@ package cli
 import (
 	"errors"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 func TestControllerFlagErrorsAreUsageErrors(t *testing.T) {
@@ -44,5 +46,18 @@ func TestPriorityLimiterFlagIsTheAblationSwitch(t *testing.T) {
 		if cfg.Options.PlainLimiter != plain {
 			t.Errorf("%q: PlainLimiter = %v, want %v", args, cfg.Options.PlainLimiter, plain)
 		}
+	}
+}
+
+// The Knative side's clients get the reconcile client's limits, not
+// client-go's default 5/s, and the controller's own config is untouched.
+func TestKnativeClientsGetTheReconcileLimits(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:6443"}
+	got := knativeClientConfig(cfg, 20, 30)
+	if got.QPS != 20 || got.Burst != 30 || got.Host != cfg.Host {
+		t.Errorf("knative client config: QPS %v, burst %d, host %q; want 20, 30 and the same host", got.QPS, got.Burst, got.Host)
+	}
+	if cfg.QPS != 0 || cfg.Burst != 0 {
+		t.Errorf("the controller's config changed: QPS %v, burst %d", cfg.QPS, cfg.Burst)
 	}
 }

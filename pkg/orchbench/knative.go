@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -57,11 +60,22 @@ type knRun struct {
 	audit        *auditReader
 	auditSamples []Sample
 	auditMissed  map[missKey]int
+	// auditParts and auditWriters split the audit stages per case
+	// (knative_audit.go's auditParts and auditWriters).
+	auditParts, auditWriters map[churnKey]map[string][]float64
+	// apiserver gathers the API server's metrics per case
+	// (knative_apiserver.go).
+	apiserver map[churnKey]map[string]*metricDelta
 	// kcmURL is the local control plane's kube-controller-manager, whose
 	// metrics say where vanilla's scale-ups wait (knative_kcm.go); kcm
 	// gathers them per case.
 	kcmURL string
 	kcm    map[churnKey]*ControllerManagerStats
+	// round is the repetition both arms are in: a run of N repetitions
+	// runs every arm N times, interleaved (vanilla, gantry, vanilla, ...),
+	// each on a new control plane, so that the machine's load drifts over
+	// both arms alike.
+	round int
 }
 
 // runKnative is Run with Options.Knative: each arm on a control plane of
@@ -70,16 +84,24 @@ type knRun struct {
 func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{},
 		started: time.Now(), traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
-	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}, auditMissed: map[missKey]int{}, kcm: map[churnKey]*ControllerManagerStats{}}
-	for _, ctl := range opts.Controllers {
-		if ctx.Err() != nil {
-			break
-		}
-		if err := k.arm(ctx, ctl); err != nil {
+	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}, auditMissed: map[missKey]int{}, kcm: map[churnKey]*ControllerManagerStats{},
+		auditParts: map[churnKey]map[string][]float64{}, auditWriters: map[churnKey]map[string][]float64{}, apiserver: map[churnKey]map[string]*metricDelta{}}
+	// Repetitions are rounds: each runs every arm once, on a control
+	// plane of its own, every case once; one --quick run's medians move
+	// severalfold between identical runs, and interleaving the arms
+	// spreads the machine's drifting load over both.
+rounds:
+	for k.round = 0; k.round < opts.Repetitions; k.round++ {
+		for _, ctl := range opts.Controllers {
 			if ctx.Err() != nil {
-				break
+				break rounds
 			}
-			return nil, fmt.Errorf("knative %s: %w", ctl, err)
+			if err := k.arm(ctx, ctl); err != nil {
+				if ctx.Err() != nil {
+					break rounds
+				}
+				return nil, fmt.Errorf("knative %s (repetition %d): %w", ctl, k.round+1, err)
+			}
 		}
 	}
 	rep := newReport(opts, r.samples, r.missed)
@@ -90,6 +112,10 @@ func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	rep.Triggers = k.triggerList()
 	rep.Audit, rep.AuditReductions = k.auditReport()
 	rep.ControllerManager = k.kcmList()
+	rep.AuditParts, rep.AuditWriters = k.auditPartList()
+	rep.APIServer = k.apiserverList()
+	rep.PerRepetition = append(perRepetition(opts, k.auditSamples, "audit", []Stage{StartsProcessing, PodsCreated}),
+		perRepetition(opts, r.samples, "watch", []Stage{StartsProcessing, PodsCreated, PodsReady})...)
 	rep.Interrupted = ctx.Err() != nil
 	rep.Warnings = churnWarnings(rep.Churn)
 	for _, w := range rep.Warnings {
@@ -137,10 +163,8 @@ func (k *knRun) arm(ctx context.Context, ctl string) error {
 
 func (k *knRun) cases(ctx context.Context, w *knWorld) error {
 	for _, c := range k.opts.Cases {
-		for rep := range k.opts.Repetitions {
-			if err := k.iteration(ctx, w, c, rep); err != nil || ctx.Err() != nil {
-				return err
-			}
+		if err := k.iteration(ctx, w, c, k.round); err != nil || ctx.Err() != nil {
+			return err
 		}
 	}
 	return nil
@@ -174,6 +198,7 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 		unwatch := context.AfterFunc(ctx, func() { _ = c.Stop() })
 		stop = func() {
 			unwatch()
+			k.keepAuditLog(c.AuditLogPath(), ctl)
 			k.logf("stopping the local control plane")
 			_ = c.Stop()
 		}
@@ -420,4 +445,35 @@ func revisionOf(svc string) string { return svc + "-00001" }
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// keepAuditLog copies an arm's audit log into KN.AuditDir, if set.
+func (k *knRun) keepAuditLog(path, ctl string) {
+	if k.opts.KN.AuditDir == "" {
+		return
+	}
+	dst := filepath.Join(k.opts.KN.AuditDir, fmt.Sprintf("audit-%s-%d.log", ctl, k.round))
+	if err := copyFile(path, dst); err != nil {
+		k.logf("keep the audit log: %v", err)
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

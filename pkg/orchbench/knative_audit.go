@@ -120,14 +120,7 @@ func (a *auditReader) read(ns string) []auditEvent {
 // received, and to the completion of the pod creates it asked for. ok is
 // false when the KPA's write is not in the log.
 func auditStages(events []auditEvent, t *knTrigger, vanilla bool) (sp, pc float64, spOK, pcOK, ok bool) {
-	var scale *auditEvent
-	for i := range events {
-		e := &events[i]
-		if e.ObjectRef.Subresource == "scale" && e.ObjectRef.Name == t.target && !e.Received.After(t.at) &&
-			(scale == nil || e.Received.After(scale.Received.Time)) {
-			scale = e
-		}
-	}
+	scale := triggerEvent(events, t)
 	if scale == nil {
 		return 0, 0, false, false, false
 	}
@@ -169,4 +162,85 @@ func isProcessingWrite(e *auditEvent, target string, vanilla bool) bool {
 	}
 	return r.Resource == "rtresources" && r.Subresource == "status" && r.Name == target &&
 		!strings.Contains(e.User.Username, "knative-serving")
+}
+
+// Where the audit stages' time goes, per trigger (auditParts): the API
+// server's own time for the KPA's write and for the controllers' writes
+// (each event's stageTimestamp minus its requestReceivedTimestamp), the
+// benchmark's watch delivery of the KPA's write, and starts processing
+// measured from the KPA's write's reception instead of its completion.
+const (
+	partTriggerAPIServer    = "trigger_apiserver"
+	partTriggerToWatch      = "trigger_to_watch"
+	partStartsFromReceived  = "starts_processing_from_received"
+	partProcessingAPIServer = "processing_write_apiserver"
+	partPodCreateAPIServer  = "pod_create_apiserver"
+)
+
+// AuditParts are auditParts' names in report order.
+var AuditParts = []string{partTriggerAPIServer, partTriggerToWatch, partStartsFromReceived, partProcessingAPIServer, partPodCreateAPIServer}
+
+// auditParts splits one trigger's audit stages into the parts above, in
+// ms; a part that is not in the log is left out. trigger_to_watch is
+// signed: a watch may deliver the write before its response is complete.
+func auditParts(events []auditEvent, t *knTrigger, vanilla bool) map[string][]float64 {
+	scale := triggerEvent(events, t)
+	if scale == nil {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	out := map[string][]float64{
+		partTriggerAPIServer: {ms(scale.Done.Sub(scale.Received.Time))},
+		partTriggerToWatch:   {ms(t.at.Sub(scale.Done.Time))},
+	}
+	var first *auditEvent
+	for i := range events {
+		e := &events[i]
+		if !e.Received.After(scale.Received.Time) {
+			continue
+		}
+		if isProcessingWrite(e, t.target, vanilla) && (first == nil || e.Received.Before(&first.Received)) {
+			first = e
+		}
+		if e.ObjectRef.Resource == "pods" && e.Verb == "create" && e.RequestObject != nil &&
+			e.RequestObject.Metadata.Labels[knativert.RevisionLabel] == t.rev {
+			out[partPodCreateAPIServer] = append(out[partPodCreateAPIServer], ms(e.Done.Sub(e.Received.Time)))
+		}
+	}
+	if first != nil {
+		out[partStartsFromReceived] = []float64{ms(first.Received.Sub(scale.Received.Time))}
+		out[partProcessingAPIServer] = []float64{ms(first.Done.Sub(first.Received.Time))}
+	}
+	return out
+}
+
+// triggerEvent is the KPA's last /scale write of t's target received
+// before the benchmark saw the trigger.
+func triggerEvent(events []auditEvent, t *knTrigger) *auditEvent {
+	var scale *auditEvent
+	for i := range events {
+		e := &events[i]
+		if e.ObjectRef.Subresource == "scale" && e.ObjectRef.Name == t.target && !e.Received.After(t.at) &&
+			(scale == nil || e.Received.After(scale.Received.Time)) {
+			scale = e
+		}
+	}
+	return scale
+}
+
+// auditWriters gives every logged write of the iteration's namespace its
+// API server time, keyed "verb resource[/subresource] by user" (the user
+// without system:serviceaccount:), so that the arms' writes compare.
+func auditWriters(events []auditEvent) map[string][]float64 {
+	out := map[string][]float64{}
+	for i := range events {
+		e := &events[i]
+		res := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			res += "/" + e.ObjectRef.Subresource
+		}
+		key := e.Verb + " " + res + " by " + strings.TrimPrefix(e.User.Username, "system:serviceaccount:")
+		out[key] = append(out[key], float64(e.Done.Sub(e.Received.Time))/float64(time.Millisecond))
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package orchbench
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,5 +83,55 @@ func TestAuditStagesTimeTheControllersRequestsFromTheKPAsWrite(t *testing.T) {
 	sp, _, spOK, pcOK, ok = auditStages(events, &knTrigger{rev: rev, target: rev, at: at(100), want: 1}, false)
 	if !ok || !spOK || pcOK || sp != 15 {
 		t.Errorf("gantry: starts processing %v ms (found %v), pods created found %v; want 15 ms and no pods", sp, spOK, pcOK)
+	}
+}
+
+// The audit parts split a trigger's stages: the KPA's write's own time in
+// the API server, the benchmark's watch after its completion, starts
+// processing from its reception, the controller's first write's own time
+// and each pod create's; every write is listed by verb, resource and
+// user without system:serviceaccount:.
+func TestAuditPartsSplitTheStagesAndListEveryWriter(t *testing.T) {
+	base := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	const rev = "svc-01-00001"
+	revLabel := `{"serving.knative.dev/revision":"` + rev + `"}`
+	kpa := "system:serviceaccount:knative-serving:controller"
+	ctl := "system:serviceaccount:gantry-system:gantry-controller"
+	log := auditLine("patch", kpa, "rtresources", "scale", rev, 200, "", at(0), at(90)) +
+		auditLine("update", ctl, "rtresources", "status", rev, 200, "", at(130), at(250)) +
+		auditLine("update", ctl, "rtresources", "status", rev, 200, "", at(300), at(310)) + // a later write
+		auditLine("create", ctl, "pods", "", "", 201, revLabel, at(131), at(241)) +
+		auditLine("create", ctl, "pods", "", "", 201, revLabel, at(132), at(262))
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events := (&auditReader{path: path}).read("svc")
+	parts := auditParts(events, &knTrigger{rev: rev, target: rev, at: at(125), want: 2}, false)
+	want := map[string][]float64{
+		partTriggerAPIServer: {90}, partTriggerToWatch: {35}, partStartsFromReceived: {130},
+		partProcessingAPIServer: {120}, partPodCreateAPIServer: {110, 130},
+	}
+	for name, w := range want {
+		if !slices.Equal(parts[name], w) {
+			t.Errorf("%s = %v, want %v", name, parts[name], w)
+		}
+	}
+	if len(parts) != len(want) {
+		t.Errorf("parts %v, want exactly %v", parts, want)
+	}
+	if p := auditParts(events, &knTrigger{rev: rev, target: "other", at: at(125)}, false); p != nil {
+		t.Errorf("a trigger without its /scale write got parts %v", p)
+	}
+	writers := auditWriters(events)
+	if got := writers["update rtresources/status by gantry-system:gantry-controller"]; !slices.Equal(got, []float64{120, 10}) {
+		t.Errorf("the controller's status writes %v, want [120 10]", got)
+	}
+	if got := writers["patch rtresources/scale by knative-serving:controller"]; !slices.Equal(got, []float64{90}) {
+		t.Errorf("the KPA's write %v, want [90]", got)
+	}
+	if len(writers) != 3 {
+		t.Errorf("writers %v, want 3 keys", writers)
 	}
 }

@@ -95,7 +95,7 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	start := time.Now()
 	calls := &churnCalls{}
 	var pace churnPace
-	kcmBefore := k.kcmScrape(ctx)
+	kcmBefore, apiBefore := k.kcmScrape(ctx), k.apiserverScrape(ctx)
 	wg.Go(func() {
 		churned <- churnLoop(ctx, ictx, w.target, c, rep, pacing{period: k.opts.IntervalPeriod, rate: k.churnRate(c), calls: calls, pace: &pace})
 	})
@@ -114,6 +114,7 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	k.recordKnative(w, c, rep, tr)
 	k.addChurnPace(w.ctl, c, objects, pace)
 	k.addKCM(w.ctl, c, kcmBefore, k.kcmScrape(ctx))
+	k.addAPIServer(w.ctl, c, apiBefore, k.apiserverScrape(ctx))
 	k.addChurnCalls(w.ctl, c, calls)
 	k.step++
 	sp, pc, pr := k.lastP50(w.ctl, c)

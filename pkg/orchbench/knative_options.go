@@ -49,6 +49,10 @@ type KnativeOptions struct {
 	// --churn-rate, if set, wins. Interval cases keep the paper's burst
 	// every IntervalPeriod.
 	ContinuousPeriod time.Duration
+	// AuditDir, when set, keeps a copy of each arm's API server audit log
+	// there (audit-<arm>-<round>.log) before its control plane stops, for
+	// reading the writes' timestamps after the run.
+	AuditDir string
 	// Warmup is how long the interference runs before the traffic starts,
 	// so the scale-ups meet a loaded control plane.
 	Warmup time.Duration

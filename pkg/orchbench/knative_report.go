@@ -199,7 +199,17 @@ func (k *knRun) recordAudit(w *knWorld, c Case, rep int, trigs []*knTrigger) {
 	}
 	time.Sleep(auditFlush)
 	events := k.audit.read(w.svcNS)
+	key := churnKey{w.ctl, c}
+	if k.auditParts[key] == nil {
+		k.auditParts[key], k.auditWriters[key] = map[string][]float64{}, map[string][]float64{}
+	}
+	for name, xs := range auditWriters(events) {
+		k.auditWriters[key][name] = append(k.auditWriters[key][name], xs...)
+	}
 	for _, t := range trigs {
+		for name, xs := range auditParts(events, t, !isGantry(w.ctl)) {
+			k.auditParts[key][name] = append(k.auditParts[key][name], xs...)
+		}
 		sp, pc, spOK, pcOK, ok := auditStages(events, t, !isGantry(w.ctl))
 		for _, s := range []struct {
 			st Stage
@@ -246,4 +256,27 @@ func (k *knRun) auditReport() ([]RunStats, []Reduction) {
 		}
 	}
 	return runs, reds
+}
+
+// auditPartList summarises the audit log's parts (AuditParts) and every
+// writer's API server time, in report order.
+func (k *knRun) auditPartList() (parts, writers []RunStats) {
+	if k.audit == nil {
+		return nil, nil
+	}
+	parts, writers = []RunStats{}, []RunStats{}
+	for _, c := range k.opts.Cases {
+		for _, ctl := range k.opts.Controllers {
+			key := churnKey{ctl, c}
+			for _, name := range AuditParts {
+				if xs := k.auditParts[key][name]; len(xs) > 0 {
+					parts = append(parts, RunStats{Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: name, Summary: Summarize(xs)})
+				}
+			}
+			for _, name := range slices.Sorted(maps.Keys(k.auditWriters[key])) {
+				writers = append(writers, RunStats{Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: name, Summary: Summarize(k.auditWriters[key][name])})
+			}
+		}
+	}
+	return parts, writers
 }

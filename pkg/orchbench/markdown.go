@@ -46,6 +46,7 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 			s.N, s.Missed, fmtMs(s.P50), fmtMs(s.P95), fmtMs(s.P99), fmtMs(s.Mean), fmtMs(s.Std))
 	}
 	r.writeTargets(&b)
+	r.writeRepetitions(&b)
 	r.writeByCriticality(&b)
 	b.WriteString("\n## The paper\n\n" + paperNote)
 	if len(r.Churn) > 0 {

@@ -59,10 +59,24 @@ type Report struct {
 	// Audit are a Knative run's starts processing and pods created as the
 	// paper times them, in the API server's audit log (knative_audit.go),
 	// and AuditReductions Gantry's median reductions of them.
-	Audit           []RunStats     `json:"audit,omitempty"`
-	AuditReductions []Reduction    `json:"audit_reductions,omitempty"`
-	Triggers        []TriggerStats `json:"triggers,omitempty"`
-	Interrupted     bool           `json:"interrupted,omitempty"`
+	Audit           []RunStats  `json:"audit,omitempty"`
+	AuditReductions []Reduction `json:"audit_reductions,omitempty"`
+	// AuditParts split the audit stages (AuditParts: the API server's own
+	// time for the KPA's and the controllers' writes, the watch's delivery
+	// of the KPA's write, starts processing from its reception);
+	// AuditWriters give every logged write of the Services' namespace its
+	// API server time, by verb, resource and user.
+	AuditParts   []RunStats `json:"audit_parts,omitempty"`
+	AuditWriters []RunStats `json:"audit_writers,omitempty"`
+	// APIServer is the API server's own metrics over each case's
+	// iterations (knative_apiserver.go), on a control plane the run starts.
+	APIServer []APIServerSeries `json:"apiserver,omitempty"`
+	// PerRepetition gives each repetition's medians and reductions, by
+	// the audit log and by the watches (repetitions.go); the runs above
+	// pool the repetitions.
+	PerRepetition []RepetitionStats `json:"per_repetition,omitempty"`
+	Triggers      []TriggerStats    `json:"triggers,omitempty"`
+	Interrupted   bool              `json:"interrupted,omitempty"`
 	// ControllerManager is where vanilla's kube-controller-manager spent
 	// its time in each case (knative_kcm.go).
 	ControllerManager []ControllerManagerStats `json:"controller_manager,omitempty"`
