@@ -315,3 +315,30 @@ func TestHungInstanceFinishesItsOtherRequestsBeforeItStops(t *testing.T) {
 		return st.Stats.Hung == 1 && st.Stats.Replaced == 1 && st.Available == 1 && be.Running(f.Ref()) == 1
 	})
 }
+
+// describe's invocationCount counts every invocation answered, as
+// OpenFaaS's does (it sums gateway_function_invocation_total over status
+// codes): a crash-looping function's 503s too. Before, only the
+// invocations an instance answered counted, so it said 0.
+func TestInvocationCountCountsEveryAnsweredInvocation(t *testing.T) {
+	echo := instanceFunction(t, "echo", "echo")
+	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{brokenFunction("broken"), echo}}, nil)
+	for range 2 {
+		if code, body, _ := do(t, "POST", srv.URL()+"/function/broken", "x", nil); code != 503 {
+			t.Fatalf("broken: %d %q, want 503", code, body)
+		}
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/echo", "x", nil); code != 200 {
+		t.Fatalf("echo: %d %q", code, body)
+	}
+	for name, want := range map[string]float64{"broken": 2, "echo": 1} {
+		code, body, _ := do(t, "GET", srv.URL()+"/system/function/"+name, "", nil)
+		var st functionStatus
+		if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
+			t.Fatalf("describe %s: %d %s", name, code, body)
+		}
+		if st.InvocationCount != want {
+			t.Errorf("%s: invocationCount %v, want %v", name, st.InvocationCount, want)
+		}
+	}
+}
