@@ -342,3 +342,44 @@ func TestInvocationCountCountsEveryAnsweredInvocation(t *testing.T) {
 		}
 	}
 }
+
+// A drain does not wait for an instance that hung on a request already
+// answered 504: every client has its answer, so the gateway stops at once
+// and the instance with it. Before, the drain waited for the exchange's
+// grace period (HungGrace: 2 s by default; here longer than the test).
+func TestDrainDoesNotWaitForAHungInstanceOnceItsClientIsAnswered(t *testing.T) {
+	f := instanceFunction(t, "hang", "hang")
+	f.Env["GANTRY_TEST_FLAKY"] = filepath.Join(t.TempDir(), "claimed")
+	f.MinScale, f.MaxScale = 1, 1
+	f.Timeout = 500 * time.Millisecond
+	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0",
+		Stack:    &stack.Stack{Functions: []stack.Function{f}},
+		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
+		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
+		Gateway:  Config{MaxBody: 1 << 20, HungGrace: 10 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/hang", "x", nil); code != 504 {
+		t.Fatalf("the hung request: %d %q, want 504", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		srv.Hurry()
+		<-done
+		t.Fatal("the drain waited for the hung instance's exchange, whose client had its 504")
+	}
+	// The instance is out of rotation from the drain's start (the drain
+	// may still send queued requests to others), not freed for more.
+	if st, _ := srv.D.Function("hang"); st.Stats.TimedOut != 1 || st.Stats.Hung != 1 || st.Stats.Abandoned != 0 {
+		t.Fatalf("stats %+v: want the timeout, its instance taken as hung when the drain began", st.Stats)
+	}
+}
