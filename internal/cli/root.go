@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ import (
 
 // Execute runs the root command and returns the process exit code.
 func Execute() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifySignals(context.Background())
 	defer stop()
 	root := newRootCmd()
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -27,6 +28,55 @@ func Execute() int {
 		return 1
 	}
 	return 0
+}
+
+// againKey holds, in the command's context, a channel closed on the
+// second SIGINT or SIGTERM.
+type againKey struct{}
+
+// notifySignals returns a context cancelled on the first SIGINT or SIGTERM,
+// holding a channel closed on the second (secondSignal). Both signals are
+// caught from the start: a second signal that came before the command
+// began waiting for it was lost before (signal.NotifyContext swallowed
+// it), so two SIGTERMs 25 ms apart drained for the whole --drain-timeout.
+func notifySignals(parent context.Context) (context.Context, func()) {
+	again := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.WithValue(parent, againKey{}, (<-chan struct{})(again)))
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	quit := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-sigs:
+				n++
+				switch n {
+				case 1:
+					cancel()
+				case 2:
+					close(again)
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(quit)
+			cancel()
+		})
+	}
+}
+
+// secondSignal returns the channel closed on the second SIGINT or SIGTERM
+// of notifySignals' context; nil (never) in a context without one.
+func secondSignal(ctx context.Context) <-chan struct{} {
+	c, _ := ctx.Value(againKey{}).(<-chan struct{})
+	return c
 }
 
 func newRootCmd() *cobra.Command {

@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -306,10 +304,12 @@ func newServeCmd() *cobra.Command {
 			}
 			logger.Info("draining: a second signal stops at once", "timeout", pf.drainTimeout)
 			// The first signal drains; a second cuts the drain short. Open
-			// requests are answered either way.
-			again := make(chan os.Signal, 1)
-			signal.Notify(again, os.Interrupt, syscall.SIGTERM)
-			defer signal.Stop(again)
+			// requests are answered either way. A drain that began
+			// without a signal (the Lease lost) is cut short by the first.
+			again := secondSignal(cmd.Context())
+			if cmd.Context().Err() == nil {
+				again = cmd.Context().Done()
+			}
 			drained := make(chan struct{})
 			defer close(drained)
 			go func() {

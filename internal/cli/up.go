@@ -246,20 +246,60 @@ func (p *progressPrinter) draw(arms []liverun.ArmProgress) {
 	if p.tty && p.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", p.drawn) // back to the block's first line
 	}
-	width := 0
+	width, fnWidth := 0, 0
 	for _, a := range arms {
 		width = max(width, len(a.Name))
+		for _, f := range a.Functions {
+			fnWidth = max(fnWidth, len(f.Name))
+		}
 	}
-	for _, a := range arms {
-		fmt.Fprintf(&b, "%-*s ", width, a.Name)
-		b.WriteString(progressText(a))
+	lines := 0
+	line := func(text string) {
+		b.WriteString(text)
 		if p.tty {
 			b.WriteString("\x1b[K") // clear what a longer line left
 		}
 		b.WriteByte('\n')
+		lines++
 	}
-	p.drawn = len(arms)
+	for _, a := range arms {
+		line(fmt.Sprintf("%-*s %s", width, a.Name, progressText(a)))
+		for _, f := range a.Functions {
+			line("  " + functionText(f, fnWidth))
+		}
+	}
+	if p.tty && lines < p.drawn {
+		// A gateway that stopped listing its functions leaves lines
+		// below: clear them.
+		for range p.drawn - lines {
+			b.WriteString("\x1b[K\n")
+		}
+		fmt.Fprintf(&b, "\x1b[%dA", p.drawn-lines)
+	}
+	p.drawn = lines
 	_, _ = io.WriteString(p.w, b.String())
+}
+
+// maxBar bounds a function's instance bar; past it the rest is a count.
+const maxBar = 40
+
+// functionText is one function's line under its policy's: the SLO it is
+// bound to, its state, the requests running and queued, and its
+// instances as a bar, one cell each: ■ ready, □ starting.
+func functionText(f liverun.FunctionProgress, width int) string {
+	ready := min(max(f.Available, 0), f.Replicas)
+	starting := max(f.Replicas-ready, 0)
+	bar := strings.Repeat("■", min(ready, maxBar)) + strings.Repeat("□", min(starting, maxBar-min(ready, maxBar)))
+	if shown := min(ready+starting, maxBar); ready+starting > shown {
+		bar += fmt.Sprintf(" +%d", ready+starting-shown)
+	}
+	slo := f.SLO
+	if d, err := time.ParseDuration(slo); err == nil {
+		// A chain's budgets are shares of its SLO: 89.992861ms reads as 90ms.
+		slo = d.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("%-*s  SLO %-7s %-8s running %4d  queued %4d  %s",
+		width, f.Name, slo, f.State, f.Running, f.Queued, bar)
 }
 
 // progressText is one arm's line after its name: phase and time, requests done, live

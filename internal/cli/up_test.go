@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,6 +117,46 @@ func TestUpProgressText(t *testing.T) {
 	}
 	if empty := progressText(liverun.ArmProgress{Name: "atoll", Phase: "warmup"}); !strings.Contains(empty, "p99       –") {
 		t.Errorf("before any answer: %q", empty)
+	}
+}
+
+// Under each policy's line, one line per function: the SLO it is bound
+// to, its state, requests running and queued, and its instances as a bar
+// (■ ready, □ starting); a redraw with fewer lines clears the rest.
+func TestUpProgressShowsEachFunction(t *testing.T) {
+	var out strings.Builder
+	p := &progressPrinter{w: &out, tty: true, mu: &sync.Mutex{}}
+	arms := []liverun.ArmProgress{
+		{Name: "gantry", Phase: "measure", Functions: []liverun.FunctionProgress{
+			{Name: "speech-to-text", SLO: "200ms", State: "ready", Running: 3, Queued: 1, Replicas: 5, Available: 3},
+			{Name: "send-message", SLO: "89.992861ms", State: "backoff", Replicas: 0},
+		}},
+		{Name: "knative", Phase: "measure", Functions: []liverun.FunctionProgress{
+			{Name: "speech-to-text", SLO: "200ms", State: "ready", Running: 45, Replicas: 45, Available: 45},
+		}},
+	}
+	p.print(arms)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want 5:\n%s", len(lines), out.String())
+	}
+	for i, want := range [][]string{
+		{"gantry", "measure"},
+		{"speech-to-text", "SLO 200ms", "ready", "running    3", "queued    1", "■■■□□\x1b[K"},
+		{"send-message", "SLO 90ms ", "backoff", "running    0"},
+		{"knative"},
+		{"speech-to-text", strings.Repeat("■", maxBar) + " +5"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %q", i, lines[i], w)
+			}
+		}
+	}
+	out.Reset()
+	p.print(arms[:1])
+	if got := out.String(); !strings.HasPrefix(got, "\x1b[5A") || !strings.HasSuffix(got, "\x1b[K\n\x1b[K\n\x1b[2A") {
+		t.Errorf("redraw with 3 of 5 lines = %q", got)
 	}
 }
 

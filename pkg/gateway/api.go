@@ -118,6 +118,10 @@ func toStatus(s dispatch.FunctionStatus) functionStatus {
 // status is toStatus with what limits.go adds (status.go).
 func (g *Gateway) status(s dispatch.FunctionStatus) functionStatus {
 	st := toStatus(s)
+	// Every invocation answered counts, as in OpenFaaS (faas-cli
+	// describe): before, only those an instance answered, so a 502, 504 or
+	// 429 did not.
+	st.InvocationCount = float64(g.metrics.answeredCount(s.Decl.Qualified()))
 	st.stateFields = g.stateFieldsOf(s.Decl)
 	return st
 }

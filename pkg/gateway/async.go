@@ -197,7 +197,9 @@ func retryLater(f *failure) bool {
 
 // asyncAnswer is the result of a job the gateway answered itself.
 func (g *Gateway) asyncAnswer(j *async.Job, f *failure) async.Result {
-	g.metrics.forName(stack.Qualified(j.Function, j.Namespace)).outcome(f.outcome).Inc()
+	m := g.metrics.forName(stack.Qualified(j.Function, j.Namespace))
+	m.outcome(f.outcome).Inc()
+	m.answered.Add(1)
 	h := http.Header{}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	return async.Result{Status: f.status, Header: h, Body: []byte(f.err.Error() + "\n"), Took: time.Since(j.Accepted)}

@@ -315,3 +315,71 @@ func TestHungInstanceFinishesItsOtherRequestsBeforeItStops(t *testing.T) {
 		return st.Stats.Hung == 1 && st.Stats.Replaced == 1 && st.Available == 1 && be.Running(f.Ref()) == 1
 	})
 }
+
+// describe's invocationCount counts every invocation answered, as
+// OpenFaaS's does (it sums gateway_function_invocation_total over status
+// codes): a crash-looping function's 503s too. Before, only the
+// invocations an instance answered counted, so it said 0.
+func TestInvocationCountCountsEveryAnsweredInvocation(t *testing.T) {
+	echo := instanceFunction(t, "echo", "echo")
+	srv := startGateway(t, &stack.Stack{Functions: []stack.Function{brokenFunction("broken"), echo}}, nil)
+	for range 2 {
+		if code, body, _ := do(t, "POST", srv.URL()+"/function/broken", "x", nil); code != 503 {
+			t.Fatalf("broken: %d %q, want 503", code, body)
+		}
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/echo", "x", nil); code != 200 {
+		t.Fatalf("echo: %d %q", code, body)
+	}
+	for name, want := range map[string]float64{"broken": 2, "echo": 1} {
+		code, body, _ := do(t, "GET", srv.URL()+"/system/function/"+name, "", nil)
+		var st functionStatus
+		if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
+			t.Fatalf("describe %s: %d %s", name, code, body)
+		}
+		if st.InvocationCount != want {
+			t.Errorf("%s: invocationCount %v, want %v", name, st.InvocationCount, want)
+		}
+	}
+}
+
+// A drain does not wait for an instance that hung on a request already
+// answered 504: every client has its answer, so the gateway stops at once
+// and the instance with it. Before, the drain waited for the exchange's
+// grace period (HungGrace: 2 s by default; here longer than the test).
+func TestDrainDoesNotWaitForAHungInstanceOnceItsClientIsAnswered(t *testing.T) {
+	f := instanceFunction(t, "hang", "hang")
+	f.Env["GANTRY_TEST_FLAKY"] = filepath.Join(t.TempDir(), "claimed")
+	f.MinScale, f.MaxScale = 1, 1
+	f.Timeout = 500 * time.Millisecond
+	srv, err := Start(context.Background(), ServerConfig{Addr: "127.0.0.1:0",
+		Stack:    &stack.Stack{Functions: []stack.Function{f}},
+		Backend:  backend.NewLocal(backend.LocalConfig{Log: testWriter{t}}),
+		Dispatch: dispatch.Config{Tick: 50 * time.Millisecond},
+		Gateway:  Config{MaxBody: 1 << 20, HungGrace: 10 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body, _ := do(t, "POST", srv.URL()+"/function/hang", "x", nil); code != 504 {
+		t.Fatalf("the hung request: %d %q, want 504", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		srv.Hurry()
+		<-done
+		t.Fatal("the drain waited for the hung instance's exchange, whose client had its 504")
+	}
+	// The instance is out of rotation from the drain's start (the drain
+	// may still send queued requests to others), not freed for more.
+	if st, _ := srv.D.Function("hang"); st.Stats.TimedOut != 1 || st.Stats.Hung != 1 || st.Stats.Abandoned != 0 {
+		t.Fatalf("stats %+v: want the timeout, its instance taken as hung when the drain began", st.Stats)
+	}
+}

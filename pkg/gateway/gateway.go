@@ -73,6 +73,10 @@ type Gateway struct {
 	// client going away does not end one (the slot follows the instance).
 	abort     context.Context
 	stopAbort context.CancelFunc
+	// draining ends when the server begins to drain (beginDrain): the
+	// exchanges whose clients have their answer (a 504) end then.
+	draining   context.Context
+	beginDrain context.CancelFunc
 
 	d       *dispatch.Dispatcher
 	mux     *http.ServeMux
@@ -132,6 +136,7 @@ func New(cfg Config) *Gateway {
 		store: newFunctionStore(cfg.State), nsStore: newRecordDir(cfg.State, statedir.Namespaces, MaxNamespaces),
 		appStore: newRecordDir(cfg.State, statedir.Apps, stack.MaxFunctions), logs: funclogs.New(nil), limits: newLimits(cfg.Registry)}
 	g.abort, g.stopAbort = context.WithCancel(context.Background())
+	g.draining, g.beginDrain = context.WithCancel(context.Background())
 	g.streams, g.endStreams = context.WithCancel(context.Background())
 	g.letGo = make(chan struct{})
 	if cfg.State != nil {
@@ -153,6 +158,7 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.cfg.Registry }
 // connections and stops their janitor, the log streams and the memory
 // watchdog. Call it once the server has stopped.
 func (g *Gateway) Close() {
+	g.beginDrain()
 	g.stopAbort()
 	g.endStreams()
 	g.up.close()

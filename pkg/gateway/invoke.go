@@ -312,17 +312,28 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 	up := &upRequest{addr: lease.Instance.Addr, method: fwd.method, path: fwd.path, query: fwd.query,
 		header: fwd.header, body: body}
 	var timedOut *failure
+	xctx, endX := context.WithCancel(g.abort)
+	defer endX()
+	stopDrain := func() bool { return false }
 	late := func() {
 		timedOut = &failure{http.StatusGatewayTimeout, "timeout", fmt.Errorf(
 			"function %q did not answer within its timeout of %v; its instance may still be working on it", lease.Instance.Function, lease.Timeout)}
 		lease.TimedOut()
 		early(timedOut)
+		// Answered already: a drain does not wait for the rest of the
+		// exchange (before, it waited up to HungGrace for an instance
+		// that had hung, once every client had its answer). Instances
+		// that outlive this gateway are another replica's to judge.
+		if !g.cfg.KeepsInstances {
+			stopDrain = context.AfterFunc(g.draining, endX)
+		}
 	}
-	resp, err := g.up.doLate(g.abort, up, soft, soft.Add(g.cfg.HungGrace), g.cfg.MaxBody, late)
+	resp, err := g.up.doLate(xctx, up, soft, soft.Add(g.cfg.HungGrace), g.cfg.MaxBody, late)
+	stopDrain()
 	exec := time.Since(start)
 	switch {
 	case timedOut != nil:
-		return nil, nil, g.endLate(lease, err, timedOut, soft)
+		return nil, nil, g.endLate(lease, err, timedOut, soft, xctx.Err() != nil)
 	case err == nil:
 		res = &result{status: resp.status, header: resp.header, body: resp.body, outSize: outputSize(resp)}
 		lease.Release(exec, res.outSize)
@@ -348,10 +359,18 @@ func (g *Gateway) execute(ctx context.Context, lease *dispatch.Lease, body []byt
 
 // endLate ends the lease of a request already answered 504: an answer
 // within the grace period frees the slot; none (the hard deadline) means
-// the instance hung.
-func (g *Gateway) endLate(lease *dispatch.Lease, err error, timedOut *failure, soft time.Time) *failure {
+// the instance hung; a shutdown or a drain (aborted) ends it as
+// endAborted does.
+func (g *Gateway) endLate(lease *dispatch.Lease, err error, timedOut *failure, soft time.Time, aborted bool) *failure {
 	switch {
-	case g.abort.Err() != nil && err != nil:
+	case aborted && err != nil && g.abort.Err() == nil:
+		// The drain ended it: the instance, still on it past its
+		// timeout, is taken out of rotation (the drain may still send
+		// queued requests to the others) and stopped once its other
+		// requests end; freeing the slot would let the drain send it
+		// more than its concurrency.
+		lease.Hung(fmt.Errorf("no answer %v after the function's timeout of %v, when the gateway began to drain", time.Since(soft).Round(time.Millisecond), lease.Timeout))
+	case aborted && err != nil:
 		g.endAborted(lease, soft)
 	case err == nil, errors.Is(err, errTooLarge):
 		lease.Abandon()

@@ -48,6 +48,21 @@ type bound struct {
 	outcomes  sync.Map                        // reason -> prometheus.Counter
 	m         *metrics
 	name      string
+	// answered counts the invocations answered, whoever answered them
+	// (the function, or the gateway with an error): OpenFaaS's
+	// invocationCount, which sums gateway_function_invocation_total over
+	// every status code.
+	answered atomic.Int64
+}
+
+// answeredCount is how many invocations of the function labelled label
+// were answered, by it or by the gateway (bound.answered); 0 for a name
+// with no series.
+func (m *metrics) answeredCount(label string) int64 {
+	if b, ok := m.byName.Load(label); ok {
+		return b.(*bound).answered.Load()
+	}
+	return 0
 }
 
 type codeSeries struct {
@@ -141,6 +156,7 @@ func (m *metrics) forget(label string) {
 }
 
 func (b *bound) observe(status int, took, slo time.Duration) {
+	b.answered.Add(1)
 	c := b.code(status)
 	c.invocations.Inc()
 	c.seconds.Observe(took.Seconds())
@@ -153,6 +169,7 @@ func (b *bound) observe(status int, took, slo time.Duration) {
 // misses the SLO whatever the time (the caller got no answer), a 4xx is
 // the caller's own error and a 499 a caller that left.
 func (b *bound) refused(status int) {
+	b.answered.Add(1)
 	if status == 429 || status >= 500 {
 		b.misses().Inc()
 	}

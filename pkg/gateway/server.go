@@ -160,6 +160,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopHurry := context.AfterFunc(s.hurry, cancel)
+	s.G.beginDrain()
 	drainErr := s.srv.Shutdown(dctx)
 	stopHurry()
 	if drainErr != nil {

@@ -56,6 +56,24 @@ type ArmProgress struct {
 	Live          int
 	P99           time.Duration
 	SLOCompliance float64
+	// Functions is what the gateway says each of its functions is doing,
+	// read once a second (empty until the first read answers).
+	Functions []FunctionProgress
+}
+
+// FunctionProgress is one function of an arm's gateway as its
+// /system/functions lists it: the SLO it is bound to and what it is doing.
+type FunctionProgress struct {
+	Name string `json:"name"`
+	// SLO is the function's own SLO: in a chain, its budget of the app's.
+	SLO string `json:"slo"`
+	// State is ready, starting, backoff (crash-looping), failed or idle.
+	State   string `json:"state"`
+	Queued  int    `json:"queued"`
+	Running int    `json:"running"`
+	// Replicas counts instances ready or starting; Available, ready.
+	Replicas  int `json:"replicas"`
+	Available int `json:"availableReplicas"`
 }
 
 // armResult is what one arm measured.
@@ -98,6 +116,7 @@ type arm struct {
 	stats   []*runningStats
 	points  []timedCount
 	measure bool
+	fns     []FunctionProgress
 }
 
 // timedCount is one scrape of the gateway's instances.
@@ -149,7 +168,22 @@ func (s *runningStats) p99() time.Duration {
 func runArms(ctx context.Context, cfg armsConfig) (_ []armResult, stopped func(), err error) {
 	arms, err := startArms(ctx, cfg)
 	stopped = func() {}
+	// An interrupt stops the gateways at once, beside the load's own
+	// drain, rather than after it: in turn the two took 1.3 s from
+	// SIGINT to the first SIGTERM and 2 s in all on a loaded machine. The
+	// final counts are read first, while the gateways still serve.
+	inter := &interruptStop{scraped: make(chan struct{}), done: make(chan struct{})}
+	cancelInter := context.AfterFunc(ctx, func() { inter.run(arms) })
 	defer func() {
+		if !cancelInter() {
+			// Started by the interrupt: the report is written while
+			// the gateways stop; an error waits for them.
+			stopped = func() { <-inter.done }
+			if err != nil {
+				stopped()
+			}
+			return
+		}
 		if ctx.Err() == nil || err != nil {
 			stopArms(arms, ctx.Err() != nil)
 			return
@@ -182,15 +216,16 @@ func runArms(ctx context.Context, cfg armsConfig) (_ []armResult, stopped func()
 	if err != nil {
 		return nil, stopped, err
 	}
-	// The gateways still run when the user interrupts the load: read
-	// their final counts on a context of their own.
-	timeout := scrapeTimeout
+	// An interrupt read the final counts as it came, while the gateways
+	// still served.
+	var after []instanceCounts
 	if ctx.Err() != nil {
-		timeout = interruptedScrapeTimeout
+		after = inter.finalCounts()
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+		after = scrapeAll(sctx, arms)
+		cancel()
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	after := scrapeAll(sctx, arms)
-	cancel()
 	to := time.Now()
 	stopProgress()
 	stopSampling()
@@ -202,6 +237,47 @@ func runArms(ctx context.Context, cfg armsConfig) (_ []armResult, stopped func()
 		}
 	}
 	return out, stopped, nil
+}
+
+// interruptStop reads every arm's counts and then stops every gateway in
+// a hurry, once, when the run is interrupted.
+type interruptStop struct {
+	counts  []instanceCounts
+	scraped chan struct{} // closed once counts is set
+	done    chan struct{} // closed once every gateway has stopped
+}
+
+func (s *interruptStop) run(arms []*arm) {
+	defer close(s.done)
+	begun := time.Now()
+	sctx, cancel := context.WithTimeout(context.Background(), interruptedScrapeTimeout)
+	s.counts = scrapeAll(sctx, arms)
+	cancel()
+	close(s.scraped)
+	// The load gives what is in flight upDrain, then aborts it; the
+	// gateways answer it in a hurry only past that, with a margin for a
+	// loaded machine's late timers, so that an interrupt does not show as
+	// 503s in the partial report.
+	grace := max(0, upDrain+interruptMargin-time.Since(begun))
+	var wg sync.WaitGroup
+	for _, a := range arms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.gw.stopHurried(grace)
+		}()
+	}
+	wg.Wait()
+}
+
+// interruptMargin is how long past the load's drain an interrupted run's
+// gateways wait before they answer what is still open.
+const interruptMargin = 50 * time.Millisecond
+
+// finalCounts waits for the interrupt's read of the counts.
+func (s *interruptStop) finalCounts() []instanceCounts {
+	<-s.scraped
+	return s.counts
 }
 
 func startArms(ctx context.Context, cfg armsConfig) ([]*arm, error) {
@@ -295,7 +371,7 @@ func (a *arm) setTime(elapsed, total time.Duration) {
 func (a *arm) progress() ArmProgress {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	p := ArmProgress{Name: a.spec.name, Phase: a.phase, Elapsed: a.elapsed, Total: a.total}
+	p := ArmProgress{Name: a.spec.name, Phase: a.phase, Elapsed: a.elapsed, Total: a.total, Functions: a.fns}
 	if n := len(a.points); n > 0 {
 		p.Live = a.points[n-1].live
 	}
@@ -398,9 +474,12 @@ func reportProgress(arms []*arm, progress func([]ArmProgress)) (stop func()) {
 		for {
 			select {
 			case <-quit:
+				// The last figures, without a read of gateways that may
+				// be stopping already.
 				snapshot()
 				return
 			case <-t.C:
+				readFunctions(arms)
 				snapshot()
 			}
 		}
@@ -412,6 +491,31 @@ func reportProgress(arms []*arm, progress func([]ArmProgress)) (stop func()) {
 			<-exited
 		})
 	}
+}
+
+// functionsReadTimeout bounds the progress's read of a gateway's
+// functions: a gateway too slow to answer keeps its last figures.
+const functionsReadTimeout = 500 * time.Millisecond
+
+// readFunctions reads every arm's functions, all at once.
+func readFunctions(arms []*arm) {
+	ctx, cancel := context.WithTimeout(context.Background(), functionsReadTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, a := range arms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fns, err := a.gw.functions(ctx)
+			if err != nil {
+				return
+			}
+			a.mu.Lock()
+			a.fns = fns
+			a.mu.Unlock()
+		}()
+	}
+	wg.Wait()
 }
 
 // result assembles an arm's measured phase.

@@ -3,12 +3,14 @@ package liverun
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,22 +168,55 @@ const hurryEvery = 25 * time.Millisecond
 // makes the gateway answer what is open and stop at once, so that the run
 // ends within a second.
 func (g *gatewayProc) stop(hurry bool) {
+	if hurry {
+		g.stopHurried(0)
+		return
+	}
+	g.halt(nil, gatewayStopTimeout)
+}
+
+// stopHurried stops the gateway in a hurry, but first lets it drain for
+// grace: on its first SIGTERM it stops accepting and lets what is open
+// finish; only the repeats, from grace on, make it answer what is still
+// open (503 or 504) and stop. An interrupted run gives its load's drain
+// that long, so that the requests finishing then are answered as they
+// would have been, not by the hurry.
+func (g *gatewayProc) stopHurried(grace time.Duration) {
+	again := make(chan time.Time)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		select {
+		case <-time.After(grace):
+		case <-quit:
+			return
+		}
+		t := time.NewTicker(hurryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				select {
+				case again <- now:
+				case <-quit:
+					return
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	// An interrupted run must end within a second: past this the gateway
+	// is killed, and its instances with it (each has the parent-death
+	// signal), however slow a loaded machine makes its own stop of them.
+	g.halt(again, grace+hurriedStopTimeout)
+}
+
+// halt sends SIGTERM, repeats it on every tick of again, kills the process
+// group past limit, and removes the state folder.
+func (g *gatewayProc) halt(again <-chan time.Time, limit time.Duration) {
 	if g.cmd.Process != nil {
 		_ = g.cmd.Process.Signal(syscall.SIGTERM)
-		var again <-chan time.Time
-		if hurry {
-			t := time.NewTicker(hurryEvery)
-			defer t.Stop()
-			again = t.C
-		}
-		limit := gatewayStopTimeout
-		if hurry {
-			// An interrupted run must end within a second: past this the
-			// gateway is killed, and its instances with it (each has the
-			// parent-death signal), however slow a loaded machine makes
-			// its own stop of them.
-			limit = hurriedStopTimeout
-		}
 		deadline := time.NewTimer(limit)
 		defer deadline.Stop()
 	wait:
@@ -272,6 +307,31 @@ func (g *gatewayProc) waitHealthy(ctx context.Context, functions int) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// maxFunctionsBody bounds a gateway's /system/functions as read here.
+const maxFunctionsBody = 4 << 20
+
+// functions reads what the gateway says of its functions, sorted by name.
+func (g *gatewayProc) functions(ctx context.Context) ([]FunctionProgress, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url+"/system/functions", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s/system/functions: %s", g.url, resp.Status)
+	}
+	var fns []FunctionProgress
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxFunctionsBody)).Decode(&fns); err != nil {
+		return nil, fmt.Errorf("%s/system/functions: %w", g.url, err)
+	}
+	slices.SortFunc(fns, func(a, b FunctionProgress) int { return strings.Compare(a.Name, b.Name) })
+	return fns, nil
 }
 
 func (g *gatewayProc) deployed(ctx context.Context) (int, error) {

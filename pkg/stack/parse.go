@@ -113,7 +113,7 @@ func Parse(name string, data []byte) (*Stack, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: %w: empty stack file", name, ErrInvalid)
 		}
-		return nil, fmt.Errorf("%s: %w: %v", name, ErrInvalid, err)
+		return nil, fmt.Errorf("%s: %w: %s", name, ErrInvalid, yamlError(err))
 	}
 	lines, err := declarationLines(data)
 	if err != nil {
@@ -128,6 +128,25 @@ func Parse(name string, data []byte) (*Stack, error) {
 	}
 	return s, nil
 }
+
+// yamlTypes names the YAML shape's types as a user knows them: the
+// decoder's "field sloo not found in type stack.functionYAML" named Go
+// types of this package.
+var yamlTypes = strings.NewReplacer(
+	"not found in type stack.fileYAML", "is not a stack-file field (version, provider, functions, apps, configuration)",
+	"not found in type stack.providerYAML", "is not a field of provider (name, gateway, network)",
+	"not found in type stack.functionYAML", "is not a field of a function",
+	"not found in type stack.scaleYAML", "is not a field of scale (min, max)",
+	"not found in type stack.inputSizeYAML", "is not a field of input_size (header, unit, min, max, sensitive)",
+	"not found in type stack.appYAML", "is not a field of an app (functions, slo)",
+	"map[string]stack.functionYAML", "functions (NAME: {fprocess: ...})",
+	"map[string]stack.appYAML", "apps (NAME: {functions: [...]})",
+	"stack.functionYAML", "a function",
+	"stack.fileYAML", "a stack file",
+	"stack.appYAML", "an app",
+)
+
+func yamlError(err error) string { return yamlTypes.Replace(err.Error()) }
 
 // declLines maps "functions/NAME" and "apps/NAME" to the line each
 // declaration starts on, and records the file's order of declarations.

@@ -253,3 +253,23 @@ func TestInputSizeUnit(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt or misplaced field is named with where it is, in the stack
+// file's own words: before, the message named this package's Go types
+// ("field sloo not found in type stack.functionYAML").
+func TestUnknownFieldsAreNamedInTheStackFilesWords(t *testing.T) {
+	for yml, want := range map[string]string{
+		"functions: {a: {fprocess: x, sloo: 1s}}": "field sloo is not a field of a function",
+		"functionz: {}": "field functionz is not a stack-file field",
+		"functions: {a: {fprocess: x, scale: {mn: 1}}}": "field mn is not a field of scale (min, max)",
+		"functions: [a]": "into functions (NAME: {fprocess: ...})",
+		"functions: {a: {fprocess: x, input_size: {h: x}}}": "field h is not a field of input_size",
+		"provider: {nam: x}":   "field nam is not a field of provider",
+		"apps: {a: {fn: [x]}}": "field fn is not a field of an app",
+	} {
+		_, err := Parse("s.yml", []byte(yml))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "YAML") {
+			t.Errorf("%s: %v, want %q", yml, err, want)
+		}
+	}
+}
