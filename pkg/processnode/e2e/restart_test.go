@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -90,7 +91,7 @@ func TestGatewayRestartUnderLoad(t *testing.T) {
 				}
 				body := fmt.Sprintf("r-%d-%d", c, i)
 				for {
-					code, got, err := call(url, body)
+					code, got, err := callReplayable(url, body)
 					if errors.Is(err, syscall.ECONNREFUSED) {
 						refused.Add(1) // no gateway listening: never accepted
 						time.Sleep(20 * time.Millisecond)
@@ -112,6 +113,13 @@ func TestGatewayRestartUnderLoad(t *testing.T) {
 		})
 	}
 	time.Sleep(time.Second)
+	// Under load the first gateway may have scaled past the minimum, and
+	// the new one claims spares in name order, so the pods to look for
+	// afterwards are those running at the restart, not at the warm-up.
+	atRestart, err := e.readyPods(ctx, kube.LabelFunction+"=echo")
+	if err != nil {
+		t.Fatal(err)
+	}
 	shutdown(first)
 	second := start(addr, kube.CloseDelete)
 	t.Cleanup(func() { shutdown(second) })
@@ -128,13 +136,48 @@ func TestGatewayRestartUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var after []types.UID
+	var after, running []types.UID
 	for _, p := range pods {
 		after = append(after, p.UID)
 	}
-	for _, uid := range before {
-		if !slices.Contains(after, uid) {
-			t.Errorf("pod %s of the first gateway is gone after the restart (pods now %v): the new gateway should adopt it", uid, after)
+	for _, p := range atRestart {
+		running = append(running, p.UID)
+	}
+	adopted := 0
+	for _, uid := range after {
+		if slices.Contains(running, uid) {
+			adopted++
 		}
 	}
+	// The minimum (2) must be served by pods the first gateway left
+	// running: a new gateway that started its own instead would show
+	// fewer.
+	if adopted < len(before) {
+		t.Errorf("%d of the pods running at the restart %v are ready after it (pods now %v, at the warm-up %v): the new gateway should adopt at least %d",
+			adopted, running, after, before, len(before))
+	}
+}
+
+// callReplayable posts body with an Idempotency-Key, as a client that may
+// resend does: Go's transport then resends it when the server closed a
+// kept-alive connection just as the request went out on it (the drain
+// closing idle connections), a request no gateway read. A request the
+// gateway read and then lost still fails.
+func callReplayable(url, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Idempotency-Key", body)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, "", err
+	}
+	return resp.StatusCode, string(b), nil
 }
