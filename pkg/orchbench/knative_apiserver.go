@@ -1,7 +1,6 @@
 package orchbench
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"maps"
@@ -95,17 +94,7 @@ func (k *knRun) apiserverScrape(ctx context.Context) apiserverSample {
 // counter's value as its count), keyed by family and labels without le.
 func parseAPIServerMetrics(r io.Reader) (apiserverSample, error) {
 	out := apiserverSample{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, labels, value, ok := splitSeries(line)
-		if !ok {
-			continue
-		}
+	err := eachSeries(r, func(name string, labels map[string]string, value float64) {
 		family, part := name, ""
 		for _, suf := range []string{"_sum", "_count"} {
 			if base, found := strings.CutSuffix(name, suf); found && slices.Contains(apiserverFamilies, base) {
@@ -113,7 +102,7 @@ func parseAPIServerMetrics(r io.Reader) (apiserverSample, error) {
 			}
 		}
 		if !slices.Contains(apiserverFamilies, family) || (part == "" && !strings.HasSuffix(family, "_total")) {
-			continue
+			return
 		}
 		key := seriesKey(family, labels)
 		p := out[key]
@@ -126,8 +115,8 @@ func parseAPIServerMetrics(r io.Reader) (apiserverSample, error) {
 		} else {
 			p.count = value
 		}
-	}
-	return out, sc.Err()
+	})
+	return out, err
 }
 
 func seriesKey(family string, labels map[string]string) string {

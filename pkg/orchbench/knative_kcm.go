@@ -107,22 +107,12 @@ func scrapeKCM(ctx context.Context, cfg *rest.Config, base string) (kcmSample, e
 // "name{queue}" or "name{le}".
 func parseKCMMetrics(r io.Reader) (kcmSample, error) {
 	out := kcmSample{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, labels, value, ok := splitSeries(line)
-		if !ok {
-			continue
-		}
+	err := eachSeries(r, func(name string, labels map[string]string, value float64) {
 		switch {
 		case strings.HasPrefix(name, "workqueue_queue_duration_seconds") || strings.HasPrefix(name, "workqueue_work_duration_seconds"):
 			q := labels["name"]
 			if !isKCMQueue(q) {
-				continue
+				return
 			}
 			key := name + "{" + q
 			if le, ok := labels["le"]; ok {
@@ -136,8 +126,26 @@ func parseKCMMetrics(r io.Reader) (kcmSample, error) {
 			}
 			out[key+"}"] += value
 		}
+	})
+	return out, err
+}
+
+// eachSeries calls fn with every sample line of Prometheus's text format
+// (comments and lines that do not parse skipped); lines are bounded at
+// 1 MiB, the reader by its caller.
+func eachSeries(r io.Reader, fn func(name string, labels map[string]string, value float64)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if name, labels, value, ok := splitSeries(line); ok {
+			fn(name, labels, value)
+		}
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // normLE writes a bucket's bound with 6 significant digits, so that an

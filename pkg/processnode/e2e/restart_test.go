@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -170,14 +169,5 @@ func callReplayable(url, body string) (int, string, error) {
 	}
 	req.Header.Set("Content-Type", "text/plain")
 	req.Header.Set("Idempotency-Key", body)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, "", err
-	}
-	return resp.StatusCode, string(b), nil
+	return readAnswer(client.Do(req))
 }

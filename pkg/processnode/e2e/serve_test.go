@@ -278,7 +278,12 @@ func metricLines(t *testing.T, url string, names ...string) string {
 
 // call POSTs body to url. err is set only when no answer came back.
 func call(url, body string) (int, string, error) {
-	resp, err := client.Post(url, "text/plain", strings.NewReader(body))
+	return readAnswer(client.Post(url, "text/plain", strings.NewReader(body)))
+}
+
+// readAnswer reads a response whole; err is set only when no answer came
+// back.
+func readAnswer(resp *http.Response, err error) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
