@@ -421,9 +421,18 @@ func (g *gatewayPods) report(t *testing.T, e *env, port int32) {
 	}
 }
 
-// callInflight POSTs body and returns the instance's X-Inflight.
+// callInflight POSTs body and returns the instance's X-Inflight. Like
+// callReplayable it sends an Idempotency-Key, so Go's transport resends a
+// request that went out on a kept-alive connection the draining leader
+// closed just then (no gateway read it).
 func callInflight(url, body string) (int, string, int64, error) {
-	resp, err := client.Post(url, "text/plain", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, "", 0, err
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Idempotency-Key", body)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, "", 0, err
 	}
