@@ -12,7 +12,13 @@ import (
 // returns the policy and the first alarm's offset (-1: none).
 func poissonRun(t *testing.T, seed uint64, d time.Duration, rate func(time.Duration) float64) (*core, time.Duration) {
 	t.Helper()
-	c := mustNew(t, "gantry", spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
+	return poissonRunAs(t, "gantry", seed, d, rate)
+}
+
+// poissonRunAs is poissonRun for the named policy.
+func poissonRunAs(t *testing.T, name string, seed uint64, d time.Duration, rate func(time.Duration) float64) (*core, time.Duration) {
+	t.Helper()
+	c := mustNew(t, name, spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	views, out := make([]View, 1), make([]Decision, 1)
 	first := time.Duration(-1)
@@ -195,5 +201,41 @@ func TestBurstDetectsASmallStep(t *testing.T) {
 	}
 	if c.burst.excess < 30 || c.burst.excess > 250 {
 		t.Errorf("excess rate after the step %.1f/s, want about 100", c.burst.excess)
+	}
+}
+
+// A step the burst alarm answered lifts gantry's slow dispersion (the
+// sizing's rate error) for many windows; gantry-disp-no-bursts leaves the
+// alarmed windows out and keeps the estimate it had, and on a constant
+// rate, with no alarm, the two estimates are the same.
+func TestDispersionSkipsAlarmedWindowsOnlyInTheVariant(t *testing.T) {
+	step := 3 * time.Minute
+	rate := func(at time.Duration) float64 {
+		if at >= step {
+			return 60
+		}
+		return 20
+	}
+	before, _ := poissonRunAs(t, "gantry", 5, step, rate)
+	g, _ := poissonRunAs(t, "gantry", 5, step+15*time.Second, rate)
+	v, _ := poissonRunAs(t, "gantry-disp-no-bursts", 5, step+15*time.Second, rate)
+	if g.burst.alarms == 0 || v.burst.alarms == 0 {
+		t.Fatalf("no alarm on a tripling (gantry %d, variant %d)", g.burst.alarms, v.burst.alarms)
+	}
+	t.Logf("slow dispersion before %.2f, after: gantry %.2f, variant %.2f", before.dispSlow, g.dispSlow, v.dispSlow)
+	if g.dispSlow < before.dispSlow+5 {
+		t.Errorf("gantry's slow dispersion %.2f before the step, %.2f after: want the step's window in it", before.dispSlow, g.dispSlow)
+	}
+	if math.Abs(v.dispSlow-before.dispSlow) > 0.5 {
+		t.Errorf("gantry-disp-no-bursts' slow dispersion %.2f before the step, %.2f after: want it unchanged", before.dispSlow, v.dispSlow)
+	}
+	flat := func(time.Duration) float64 { return 20 }
+	a, _ := poissonRunAs(t, "gantry", 6, step, flat)
+	b, _ := poissonRunAs(t, "gantry-disp-no-bursts", 6, step, flat)
+	if a.burst.alarms > 0 || b.burst.alarms > 0 {
+		t.Fatalf("constant 20/s: %d and %d alarms, want none", a.burst.alarms, b.burst.alarms)
+	}
+	if a.dispSlow != b.dispSlow {
+		t.Errorf("constant rate, no alarm: slow dispersion %.3f against %.3f, want the same", a.dispSlow, b.dispSlow)
 	}
 }
