@@ -353,7 +353,7 @@ func (c *core) windowAlarmed() bool {
 // burst rule sized for that rise on arrival, and its error is a step, not
 // the prediction's noise. Taken in, one step dominates the estimate for
 // the next 40 windows: on the 250/s Twitter trace (image-compression,
-// heavy sizes, seed 1) the window of the step at t = 230 s had d ≈ 950,
+// heavy sizes, seed 1) the window of the step at t = 230 s had d ≈ 940,
 // the estimate went from 5 to 52 and read 32 still at t = 600 s, and the
 // sizing's rate error rose from 7/s to 20-30/s, 20 more containers at
 // 130/s than at t = 200 s. Left out, the run holds 7.4% fewer containers
