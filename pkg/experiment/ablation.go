@@ -58,6 +58,8 @@ func AblationVariants() []string {
 		"gantry-no-joint-chain",   // a chain's functions sized one at a time on their SLO shares, not on a joint split of the end-to-end slack
 		"gantry-no-share-round",   // a target of at most 4 containers held whole, not time-shared between n-1 and n within ε
 		"gantry-fast-fall",        // a fall of the window counts followed with weight 0.9 on bursty load (not in gantry)
+		"gantry-disp-no-bursts",   // the sizing's rate error leaves out the windows a burst alarm answered (not in gantry)
+		"gantry-bursty-alarms",    // and the burst detectors allow 360 false alarms an hour on unsteady load (not in gantry)
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

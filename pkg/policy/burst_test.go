@@ -12,7 +12,20 @@ import (
 // returns the policy and the first alarm's offset (-1: none).
 func poissonRun(t *testing.T, seed uint64, d time.Duration, rate func(time.Duration) float64) (*core, time.Duration) {
 	t.Helper()
-	c := mustNew(t, "gantry", spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
+	return poissonRunAs(t, "gantry", seed, d, rate)
+}
+
+// poissonRunAs is poissonRun for the named policy.
+func poissonRunAs(t *testing.T, name string, seed uint64, d time.Duration, rate func(time.Duration) float64) (*core, time.Duration) {
+	t.Helper()
+	return poissonRunFrom(t, name, seed, d, 0, rate)
+}
+
+// poissonRunFrom is poissonRunAs returning the first alarm at or after
+// from.
+func poissonRunFrom(t *testing.T, name string, seed uint64, d, from time.Duration, rate func(time.Duration) float64) (*core, time.Duration) {
+	t.Helper()
+	c := mustNew(t, name, spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	views, out := make([]View, 1), make([]Decision, 1)
 	first := time.Duration(-1)
@@ -26,7 +39,7 @@ func poissonRun(t *testing.T, seed uint64, d time.Duration, rate func(time.Durat
 		}
 		before := c.burst.alarms
 		c.Arrive(t0.Add(at), 0, 50, views[0].Counts)
-		if c.burst.alarms > before && first < 0 {
+		if c.burst.alarms > before && first < 0 && at >= from {
 			first = at
 		}
 		if err := c.Complete(0, 50, 200*ms, 50); err != nil {
@@ -195,5 +208,75 @@ func TestBurstDetectsASmallStep(t *testing.T) {
 	}
 	if c.burst.excess < 30 || c.burst.excess > 250 {
 		t.Errorf("excess rate after the step %.1f/s, want about 100", c.burst.excess)
+	}
+}
+
+// A step the burst alarm answered lifts gantry's slow dispersion (the
+// sizing's rate error) for many windows; gantry-disp-no-bursts leaves the
+// alarmed windows out and keeps the estimate it had, and on a constant
+// rate, with no alarm, the two estimates are the same.
+func TestDispersionSkipsAlarmedWindowsOnlyInTheVariant(t *testing.T) {
+	step := 3 * time.Minute
+	rate := func(at time.Duration) float64 {
+		if at >= step {
+			return 60
+		}
+		return 20
+	}
+	before, _ := poissonRunAs(t, "gantry", 5, step, rate)
+	g, _ := poissonRunAs(t, "gantry", 5, step+15*time.Second, rate)
+	v, _ := poissonRunAs(t, "gantry-disp-no-bursts", 5, step+15*time.Second, rate)
+	if g.burst.alarms == 0 || v.burst.alarms == 0 {
+		t.Fatalf("no alarm on a tripling (gantry %d, variant %d)", g.burst.alarms, v.burst.alarms)
+	}
+	t.Logf("slow dispersion before %.2f, after: gantry %.2f, variant %.2f", before.dispSlow, g.dispSlow, v.dispSlow)
+	if g.dispSlow < before.dispSlow+5 {
+		t.Errorf("gantry's slow dispersion %.2f before the step, %.2f after: want the step's window in it", before.dispSlow, g.dispSlow)
+	}
+	if math.Abs(v.dispSlow-before.dispSlow) > 0.5 {
+		t.Errorf("gantry-disp-no-bursts' slow dispersion %.2f before the step, %.2f after: want it unchanged", before.dispSlow, v.dispSlow)
+	}
+	flat := func(time.Duration) float64 { return 20 }
+	a, _ := poissonRunAs(t, "gantry", 6, step, flat)
+	b, _ := poissonRunAs(t, "gantry-disp-no-bursts", 6, step, flat)
+	if a.burst.alarms > 0 || b.burst.alarms > 0 {
+		t.Fatalf("constant 20/s: %d and %d alarms, want none", a.burst.alarms, b.burst.alarms)
+	}
+	if a.dispSlow != b.dispSlow {
+		t.Errorf("constant rate, no alarm: slow dispersion %.3f against %.3f, want the same", a.dispSlow, b.dispSlow)
+	}
+}
+
+// gantry-bursty-alarms allows its detectors more false alarms only while
+// the load is unsteady: on a constant rate its threshold is gantry's,
+// and after minutes of a rate that swings between 20/s and 60/s it
+// signals a step from 20/s to 40/s sooner than gantry does.
+func TestBurstyAlarmsAreSoonerOnlyOnAnUnsteadyLoad(t *testing.T) {
+	flat := func(time.Duration) float64 { return 20 }
+	g, _ := poissonRunAs(t, "gantry", 8, 2*time.Minute, flat)
+	v, _ := poissonRunAs(t, "gantry-bursty-alarms", 8, 2*time.Minute, flat)
+	if !v.steadyLoad() || v.falseAlarms() != burstFalseAlarms || v.burst.h != g.burst.h {
+		t.Errorf("constant 20/s: steady %v, false alarms %.2g/s, threshold %.2f against gantry's %.2f: want gantry's",
+			v.steadyLoad(), v.falseAlarms(), v.burst.h, g.burst.h)
+	}
+	step := 4 * time.Minute
+	swing := func(at time.Duration) float64 {
+		switch {
+		case at >= step:
+			return 40
+		case at >= step-20*time.Second || (at/(20*time.Second))%2 == 0:
+			return 20
+		}
+		return 60
+	}
+	_, gFirst := poissonRunFrom(t, "gantry", 9, step+5*time.Second, step, swing)
+	v, vFirst := poissonRunFrom(t, "gantry-bursty-alarms", 9, step+5*time.Second, step, swing)
+	t.Logf("swinging load: steady %v; first alarm after the step: gantry %v, variant %v", v.steadyLoad(), gFirst-step, vFirst-step)
+	if v.steadyLoad() {
+		t.Fatal("a rate swinging between 20/s and 60/s every 20 s is called steady")
+	}
+	if vFirst < step || (gFirst >= step && vFirst >= gFirst) {
+		t.Errorf("step 20/s -> 40/s at %v: first alarm gantry %v, gantry-bursty-alarms %v after it: want the variant's first, and sooner",
+			step, gFirst-step, vFirst-step)
 	}
 }

@@ -140,6 +140,14 @@ type parts struct {
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
 	noBurstAlarm, noWarmBuffer bool
+	// dispSkipBursts leaves the windows a burst alarm was acted on out of
+	// the slow dispersion the sizing's rate error reads (burst.go,
+	// sizingDispersionSample); gantry-disp-no-bursts only.
+	dispSkipBursts bool
+	// unsteadyAlarms, when positive, is the burst detectors' false
+	// alarms an hour while the load is not steady (burst.go,
+	// falseAlarms); gantry-bursty-alarms only.
+	unsteadyAlarms float64
 	// jointChain sizes a chain's functions jointly: each gets a fraction
 	// of every request's end-to-end slack and ε over the chain's length
 	// (chain_sizing.go), instead of its own SLO share and ε.
@@ -232,6 +240,8 @@ var ablations = map[string]func(p *parts){
 	"gantry-fast-fall":        func(p *parts) { p.fastFall = true },     // tried, not kept in gantry (rate_fall.go)
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
+	"gantry-disp-no-bursts":   func(p *parts) { p.dispSkipBursts = true },                         // tried, not kept in gantry (burst.go)
+	"gantry-bursty-alarms":    func(p *parts) { p.dispSkipBursts = true; p.unsteadyAlarms = 360 }, // and alarms sooner on unsteady load; not in gantry
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
 	"gantry-no-panic":         func(p *parts) { gantryStream(p); p.panic = false },
 	"gantry-no-stream":        func(p *parts) { p.stream = false; p.empiricalMix = false },
@@ -266,7 +276,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
+	return []string{"gantry-bursty-alarms", "gantry-disp-no-bursts", "gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-joint-chain", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
 		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-share-round", "gantry-no-slo-sizing", "gantry-no-steady-excess",
 		"gantry-no-step-end",

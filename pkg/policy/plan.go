@@ -334,6 +334,7 @@ const (
 // a minute on a flat 10/s (gantry up --seed 2), which the simulator,
 // whose load begins with its windows, never showed.
 func (c *core) observeDispersion() {
+	alarmed := c.windowAlarmed() // burst.go
 	want := c.rate * c.spec.Window.Seconds()
 	if !c.targetOK || want <= 0 || c.loadWindows <= warmupWindows {
 		return
@@ -345,7 +346,7 @@ func (c *core) observeDispersion() {
 		c.disp, c.dispSlow = d, d
 	} else {
 		c.disp += dispersionAlpha * (d - c.disp)
-		c.dispSlow += slowDispersionAlpha * (d - c.dispSlow)
+		c.dispSlow += slowDispersionAlpha * (c.sizingDispersionSample(d, alarmed) - c.dispSlow)
 	}
 	c.dispN++
 }
