@@ -244,7 +244,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if f.frontier != "" {
 		return runFrontier(cmd, f, jobs)
 	}
-	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
+	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: terminalOnly(cmd.ErrOrStderr())})
 	if err != nil {
 		// A run can still find the input unusable (no request arrived
 		// in a replayed file): that is the user's to fix, so it exits 2.
@@ -329,7 +329,7 @@ func runMatrix(cmd *cobra.Command, f *simFlags, jobs []experiment.Job) ([]report
 		return nil, 0, err
 	}
 	start := time.Now()
-	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
+	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: terminalOnly(cmd.ErrOrStderr())})
 	if err != nil {
 		return nil, 0, keepFinished(cmd, f, records, len(jobs), err)
 	}
