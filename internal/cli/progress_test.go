@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -33,3 +36,18 @@ func TestSimProgressOnlyOnATerminal(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// An interrupted gantry sim says so, not "context canceled".
+func TestSimInterruptedSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	root := newRootCmd()
+	root.SetOut(new(discard))
+	root.SetErr(new(discard))
+	root.SetArgs([]string{"sim", "--app", "sentiment-analysis", "--policies", "gantry", "--duration", "20s", "--rate", "5"})
+	err := root.ExecuteContext(ctx)
+	var ue usageError
+	if err == nil || !strings.Contains(err.Error(), "interrupted (SIGINT or SIGTERM)") || errors.As(err, &ue) {
+		t.Fatalf("interrupted sim: %v, want it to say it was interrupted (exit 1)", err)
+	}
+}

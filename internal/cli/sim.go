@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -339,6 +340,10 @@ func runMatrix(cmd *cobra.Command, f *simFlags, jobs []experiment.Job) ([]report
 }
 
 func keepFinished(cmd *cobra.Command, f *simFlags, records []report.Record, total int, err error) error {
+	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+		// Said so: "gantry: context canceled" was all an interrupted sim printed.
+		err = errors.New("interrupted (SIGINT or SIGTERM)")
+	}
 	if f.out == "" || len(records) == 0 {
 		return err
 	}
