@@ -342,7 +342,7 @@ func runMatrix(cmd *cobra.Command, f *simFlags, jobs []experiment.Job) ([]report
 func keepFinished(cmd *cobra.Command, f *simFlags, records []report.Record, total int, err error) error {
 	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
 		// Said so: "gantry: context canceled" was all an interrupted sim printed.
-		err = errors.New("interrupted (SIGINT or SIGTERM)")
+		err = fmt.Errorf("interrupted (SIGINT or SIGTERM): %w", err)
 	}
 	if f.out == "" || len(records) == 0 {
 		return err
