@@ -56,6 +56,7 @@ func AblationVariants() []string {
 		"gantry-no-season-disp",   // the sizing's margin read from the EWMA's errors while a period holds, not the seasonal prediction's own
 		"gantry-no-step-end",      // no retirement at once when the seasonal prediction steps down: idle-age retirement alone
 		"gantry-no-joint-chain",   // a chain's functions sized one at a time on their SLO shares, not on a joint split of the end-to-end slack
+		"gantry-no-share-round",   // a target of at most 4 containers held whole, not time-shared between n-1 and n within ε
 		"gantry-fast-fall",        // a fall of the window counts followed with weight 0.9 on bursty load (not in gantry)
 		"gantry-stream",           // every rule off
 		"oracle",

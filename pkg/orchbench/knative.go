@@ -61,8 +61,11 @@ type knRun struct {
 	auditSamples []Sample
 	auditMissed  map[missKey]int
 	// auditParts and auditWriters split the audit stages per case
-	// (knative_audit.go's auditParts and auditWriters).
-	auditParts, auditWriters map[churnKey]map[string][]float64
+	// (knative_audit.go's auditParts and auditWriters); auditWatches are
+	// the watches cut off before their timeout, by watcher
+	// (auditWatchEnds), read by watchLog.
+	auditParts, auditWriters, auditWatches map[churnKey]map[string][]float64
+	watchLog                               *auditReader
 	// apiserver gathers the API server's metrics per case
 	// (knative_apiserver.go).
 	apiserver map[churnKey]map[string]*metricDelta
@@ -85,7 +88,7 @@ func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{},
 		started: time.Now(), traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
 	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}, auditMissed: map[missKey]int{}, kcm: map[churnKey]*ControllerManagerStats{},
-		auditParts: map[churnKey]map[string][]float64{}, auditWriters: map[churnKey]map[string][]float64{}, apiserver: map[churnKey]map[string]*metricDelta{}}
+		auditParts: map[churnKey]map[string][]float64{}, auditWriters: map[churnKey]map[string][]float64{}, auditWatches: map[churnKey]map[string][]float64{}, apiserver: map[churnKey]map[string]*metricDelta{}}
 	// Repetitions are rounds: each runs every arm once, on a control
 	// plane of its own, every case once; one --quick run's medians move
 	// severalfold between identical runs, and interleaving the arms
@@ -113,6 +116,7 @@ rounds:
 	rep.Audit, rep.AuditReductions = k.auditReport()
 	rep.ControllerManager = k.kcmList()
 	rep.AuditParts, rep.AuditWriters = k.auditPartList()
+	rep.AuditWatches = k.auditWatchList()
 	rep.APIServer = k.apiserverList()
 	rep.PerRepetition = append(perRepetition(opts, k.auditSamples, "audit", []Stage{StartsProcessing, PodsCreated}),
 		perRepetition(opts, r.samples, "watch", []Stage{StartsProcessing, PodsCreated, PodsReady})...)
@@ -203,7 +207,7 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 			_ = c.Stop()
 		}
 		k.cfg, k.ingress, k.clusterKubeconfig = c.RESTConfig(), c.KnativeIngressAddr(), c.KubeconfigPath()
-		k.audit = &auditReader{path: c.AuditLogPath()}
+		k.audit, k.watchLog = &auditReader{path: c.AuditLogPath()}, &auditReader{path: c.AuditLogPath()}
 		k.kcmURL = c.ControllerManagerURL()
 	}
 	k.cfg = rest.CopyConfig(k.cfg)

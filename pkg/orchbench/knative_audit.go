@@ -3,9 +3,12 @@ package orchbench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +27,9 @@ import (
 
 // auditPolicy logs only the writes the stages need: the KPA's /scale
 // writes, the controllers' ReplicaSet and RTResource status writes, and
-// pod creates (with their labels, to tell the revision).
+// pod creates (with their labels, to tell the revision); and the watches
+// of the scale targets, whose ends name a watcher the API server cut off
+// (auditWatchEnds).
 var auditPolicy = []byte(`apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -42,15 +47,28 @@ rules:
     resources: ["deployments/scale", "replicasets"]
   - group: "gantry.dev"
     resources: ["rtresources/scale", "rtresources/status"]
+- level: Metadata
+  verbs: ["watch"]
+  resources:
+  - group: "apps"
+    resources: ["deployments", "replicasets"]
+  - group: "gantry.dev"
+    resources: ["rtresources"]
 - level: None
 `)
 
 // auditEvent is what the stages need of one audit event.
 type auditEvent struct {
-	Verb string `json:"verb"`
-	User struct {
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
+	ImpersonatedUser *struct {
+		Username string `json:"username"`
+	} `json:"impersonatedUser"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
@@ -85,6 +103,18 @@ const maxAuditRead = 256 << 20
 // read returns the complete events appended since the last read, of
 // namespace ns.
 func (a *auditReader) read(ns string) []auditEvent {
+	return a.scan([]byte(`"namespace":"`+ns+`"`), func(e *auditEvent) bool { return e.ObjectRef.Namespace == ns })
+}
+
+// readWatchEnds returns the watches that ended (stage ResponseComplete)
+// since the last read, of any namespace.
+func (a *auditReader) readWatchEnds() []auditEvent {
+	return a.scan([]byte(`"verb":"watch"`), func(e *auditEvent) bool { return e.Verb == "watch" && e.Stage == "ResponseComplete" })
+}
+
+// scan returns the complete, successful events appended since the last
+// scan whose line contains sub and which keep accepts.
+func (a *auditReader) scan(sub []byte, keep func(*auditEvent) bool) []auditEvent {
 	f, err := os.Open(a.path)
 	if err != nil {
 		return nil
@@ -102,11 +132,11 @@ func (a *auditReader) read(ns string) []auditEvent {
 	a.off += int64(len(buf))
 	var out []auditEvent
 	for line := range bytes.Lines(buf) {
-		if !bytes.Contains(line, []byte(`"namespace":"`+ns+`"`)) {
+		if !bytes.Contains(line, sub) {
 			continue
 		}
 		var e auditEvent
-		if json.Unmarshal(line, &e) == nil && e.ok() && e.ObjectRef.Namespace == ns {
+		if json.Unmarshal(line, &e) == nil && e.ok() && keep(&e) {
 			out = append(out, e)
 		}
 	}
@@ -243,4 +273,61 @@ func auditWriters(events []auditEvent) map[string][]float64 {
 		out[key] = append(out[key], float64(e.Done.Sub(e.Received.Time))/float64(time.Millisecond))
 	}
 	return out
+}
+
+// A watch the API server's watch cache ends because its watcher does not
+// take events fast enough ("Forcing ... watcher close due to
+// unresponsiveness" in its log) ends before the timeoutSeconds its client
+// asked for (client-go's reflectors ask for 5-10 min), and its audit
+// event's ResponseComplete says who watched. The benchmark's watchers,
+// the controllers' and Knative's all live for a whole arm, so a watch that
+// ends within a case before its timeout was cut off (or failed).
+
+// earlyMargin is how much sooner than its timeout a watch must end to
+// count as cut off.
+const earlyMargin = 5 * time.Second
+
+// auditWatchEnds gives the lifetimes (ms) of the watches in events that
+// ended before their timeoutSeconds, keyed "resource (namespace|all) by
+// user [user agent]" (the user the request acts as, without
+// system:serviceaccount:; the agent's program name).
+func auditWatchEnds(events []auditEvent) map[string][]float64 {
+	out := map[string][]float64{}
+	for i := range events {
+		e := &events[i]
+		lived := e.Done.Sub(e.Received.Time)
+		timeout, ok := watchTimeout(e.RequestURI)
+		if !ok || lived >= timeout-earlyMargin {
+			continue
+		}
+		out[watcherName(e)] = append(out[watcherName(e)], float64(lived)/float64(time.Millisecond))
+	}
+	return out
+}
+
+// watchTimeout reads a watch request's timeoutSeconds.
+func watchTimeout(uri string) (time.Duration, bool) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(u.Query().Get("timeoutSeconds"))
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return time.Duration(n) * time.Second, true
+}
+
+// watcherName names a watch by what it watches and who asked.
+func watcherName(e *auditEvent) string {
+	scope := e.ObjectRef.Namespace
+	if scope == "" {
+		scope = "all"
+	}
+	user := e.User.Username
+	if e.ImpersonatedUser != nil && e.ImpersonatedUser.Username != "" {
+		user = e.ImpersonatedUser.Username
+	}
+	agent, _, _ := strings.Cut(e.UserAgent, " ")
+	return fmt.Sprintf("%s (%s) by %s [%s]", e.ObjectRef.Resource, scope, strings.TrimPrefix(user, "system:serviceaccount:"), agent)
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -133,5 +134,52 @@ func TestAuditPartsSplitTheStagesAndListEveryWriter(t *testing.T) {
 	}
 	if len(writers) != 3 {
 		t.Errorf("writers %v, want 3 keys", writers)
+	}
+}
+
+// A watch that ends well before the timeout its client asked for is named
+// by what it watched and who asked; one that ran out its timeout, one
+// still open (ResponseStarted) and other verbs are not.
+func TestAuditWatchEndsNameTheWatchersCutOff(t *testing.T) {
+	base := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	ts := func(s float64) string {
+		return base.Add(time.Duration(s * float64(time.Second))).UTC().Format(metav1.RFC3339Micro)
+	}
+	watch := func(stage, ns, user, imp, agent string, timeout int, recv, done float64) string {
+		ref := `{"resource":"rtresources","apiGroup":"gantry.dev"`
+		uri := "/apis/gantry.dev/v1alpha1/rtresources?watch=true&timeoutSeconds=" + strconv.Itoa(timeout)
+		if ns != "" {
+			ref += `,"namespace":"` + ns + `"`
+			uri = "/apis/gantry.dev/v1alpha1/namespaces/" + ns + "/rtresources?allowWatchBookmarks=true&timeoutSeconds=" + strconv.Itoa(timeout) + "&watch=true"
+		}
+		impersonated := ""
+		if imp != "" {
+			impersonated = `,"impersonatedUser":{"username":"` + imp + `"}`
+		}
+		return `{"kind":"Event","stage":"` + stage + `","verb":"watch","requestURI":"` + uri + `","userAgent":"` + agent + `",` +
+			`"user":{"username":"` + user + `"}` + impersonated + `,"objectRef":` + ref + `},"responseStatus":{"code":200},` +
+			`"requestReceivedTimestamp":"` + ts(recv) + `","stageTimestamp":"` + ts(done) + `"}` + "\n"
+	}
+	log := watch("ResponseComplete", "", "system:serviceaccount:knative-serving:controller", "", "autoscaler/v0.0.0 (linux/amd64) kubernetes/$Format", 400, 0, 12.5) +
+		watch("ResponseComplete", "", "gantry-admin", "system:serviceaccount:gantry-system:gantry-controller", "gantry/v0 (linux/amd64)", 300, 1, 3) +
+		watch("ResponseComplete", "svc", "admin", "", "gantry", 500, 0, 497) + // its timeout ran out
+		watch("ResponseStarted", "svc", "admin", "", "gantry", 500, 0, 0.1) +
+		auditLine("update", "gantry-admin", "rtresources", "status", "x", 200, "", base, base)
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := auditWatchEnds((&auditReader{path: path}).readWatchEnds())
+	want := map[string][]float64{
+		"rtresources (all) by knative-serving:controller [autoscaler/v0.0.0]": {12500},
+		"rtresources (all) by gantry-system:gantry-controller [gantry/v0]":    {2000},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("watchers cut off: %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if !slices.Equal(got[k], v) {
+			t.Errorf("%s: %v, want %v", k, got[k], v)
+		}
 	}
 }

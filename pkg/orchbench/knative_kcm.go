@@ -1,16 +1,19 @@
 package orchbench
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/client-go/rest"
 )
 
@@ -130,22 +133,76 @@ func parseKCMMetrics(r io.Reader) (kcmSample, error) {
 	return out, err
 }
 
-// eachSeries calls fn with every sample line of Prometheus's text format
-// (comments and lines that do not parse skipped); lines are bounded at
-// 1 MiB, the reader by its caller.
+// eachSeries calls fn with every series of a scrape in Prometheus's text
+// format as its sample lines name it: a histogram's name_bucket (with le),
+// name_sum and name_count, a summary's quantiles, name_sum and name_count,
+// a counter's, gauge's or untyped value under its own name. A scrape that
+// does not parse is an error; the reader is bounded by its caller.
 func eachSeries(r io.Reader, fn func(name string, labels map[string]string, value float64)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if name, labels, value, ok := splitSeries(line); ok {
-			fn(name, labels, value)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			eachSample(name, m, fn)
 		}
 	}
-	return sc.Err()
+	return nil
+}
+
+// eachSample calls fn with the sample lines of one metric of family name.
+func eachSample(name string, m *dto.Metric, fn func(name string, labels map[string]string, value float64)) {
+	labels := func(extra ...string) map[string]string {
+		out := make(map[string]string, len(m.GetLabel())+1)
+		for _, l := range m.GetLabel() {
+			out[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			out[extra[i]] = extra[i+1]
+		}
+		return out
+	}
+	switch {
+	case m.Histogram != nil:
+		h := m.GetHistogram()
+		for _, b := range h.GetBucket() {
+			fn(name+"_bucket", labels("le", formatBound(b.GetUpperBound())), orFloat(b.GetCumulativeCount(), b.CumulativeCountFloat))
+		}
+		fn(name+"_sum", labels(), h.GetSampleSum())
+		fn(name+"_count", labels(), orFloat(h.GetSampleCount(), h.SampleCountFloat))
+	case m.Summary != nil:
+		s := m.GetSummary()
+		for _, q := range s.GetQuantile() {
+			fn(name, labels("quantile", formatBound(q.GetQuantile())), q.GetValue())
+		}
+		fn(name+"_sum", labels(), s.GetSampleSum())
+		fn(name+"_count", labels(), float64(s.GetSampleCount()))
+	case m.Counter != nil:
+		fn(name, labels(), m.GetCounter().GetValue())
+	case m.Gauge != nil:
+		fn(name, labels(), m.GetGauge().GetValue())
+	case m.Untyped != nil:
+		fn(name, labels(), m.GetUntyped().GetValue())
+	}
+}
+
+// orFloat is a count the parser kept as an integer, or as a float when
+// the scrape wrote one.
+func orFloat(n uint64, f *float64) float64 {
+	if f != nil {
+		return *f
+	}
+	return float64(n)
+}
+
+// formatBound writes a bucket's bound or a quantile as the text format does.
+func formatBound(f float64) string {
+	if math.IsInf(f, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // normLE writes a bucket's bound with 6 significant digits, so that an
@@ -165,40 +222,6 @@ func isKCMQueue(q string) bool {
 		}
 	}
 	return false
-}
-
-// splitSeries splits `name{a="x",b="y"} value [timestamp]`.
-func splitSeries(line string) (name string, labels map[string]string, value float64, ok bool) {
-	labels = map[string]string{}
-	rest := line
-	if i := strings.IndexByte(line, '{'); i >= 0 {
-		j := strings.LastIndexByte(line, '}')
-		if j < i {
-			return "", nil, 0, false
-		}
-		name, rest = line[:i], line[j+1:]
-		for _, kv := range strings.Split(line[i+1:j], ",") {
-			k, v, found := strings.Cut(kv, "=")
-			if found {
-				labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
-			}
-		}
-	} else {
-		sp := strings.IndexByte(line, ' ')
-		if sp < 0 {
-			return "", nil, 0, false
-		}
-		name, rest = line[:sp], line[sp:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return "", nil, 0, false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil {
-		return "", nil, 0, false
-	}
-	return name, labels, v, true
 }
 
 // addKCM adds the difference between two scrapes to the case's stats.

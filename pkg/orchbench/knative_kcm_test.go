@@ -1,6 +1,7 @@
 package orchbench
 
 import (
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -76,5 +77,40 @@ func TestControllerManagerStatsAreTheDifferenceOfTwoScrapes(t *testing.T) {
 	k.addKCM(Vanilla, Case{ModeInterval, 20}, nil, after)
 	if k.kcmList()[0].Requests != 30 {
 		t.Error("a failed scrape changed the stats")
+	}
+}
+
+// eachSeries gives a typed histogram's and counter's samples under the
+// names of their text-format lines, and refuses a scrape that does not
+// parse instead of reading part of it.
+func TestEachSeriesReadsTypedFamiliesAsTheirSampleLines(t *testing.T) {
+	scrape := `# HELP workqueue_queue_duration_seconds How long in seconds an item stays in workqueue.
+# TYPE workqueue_queue_duration_seconds histogram
+workqueue_queue_duration_seconds_bucket{name="deployment",le="0.1"} 3
+workqueue_queue_duration_seconds_bucket{name="deployment",le="+Inf"} 5
+workqueue_queue_duration_seconds_sum{name="deployment"} 1.25
+workqueue_queue_duration_seconds_count{name="deployment"} 5
+# TYPE apiserver_terminated_watchers_total counter
+apiserver_terminated_watchers_total{group="gantry.dev",resource="rtresources"} 4
+`
+	got := map[string]float64{}
+	err := eachSeries(strings.NewReader(scrape), func(name string, labels map[string]string, v float64) {
+		got[name+"{"+labels["name"]+labels["resource"]+","+labels["le"]+"}"] = v
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		"workqueue_queue_duration_seconds_bucket{deployment,0.1}":  3,
+		"workqueue_queue_duration_seconds_bucket{deployment,+Inf}": 5,
+		"workqueue_queue_duration_seconds_sum{deployment,}":        1.25,
+		"workqueue_queue_duration_seconds_count{deployment,}":      5,
+		"apiserver_terminated_watchers_total{rtresources,}":        4,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+	if err := eachSeries(strings.NewReader("workqueue_depth{name=\"x\" 3\n"), func(string, map[string]string, float64) {}); err == nil {
+		t.Error("a scrape that does not parse was read")
 	}
 }

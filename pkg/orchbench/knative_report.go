@@ -206,6 +206,12 @@ func (k *knRun) recordAudit(w *knWorld, c Case, rep int, trigs []*knTrigger) {
 	for name, xs := range auditWriters(events) {
 		k.auditWriters[key][name] = append(k.auditWriters[key][name], xs...)
 	}
+	if k.auditWatches[key] == nil {
+		k.auditWatches[key] = map[string][]float64{}
+	}
+	for name, xs := range auditWatchEnds(k.watchLog.readWatchEnds()) {
+		k.auditWatches[key][name] = append(k.auditWatches[key][name], xs...)
+	}
 	for _, t := range trigs {
 		for name, xs := range auditParts(events, t, !isGantry(w.ctl)) {
 			k.auditParts[key][name] = append(k.auditParts[key][name], xs...)
@@ -279,4 +285,23 @@ func (k *knRun) auditPartList() (parts, writers []RunStats) {
 		}
 	}
 	return parts, writers
+}
+
+// auditWatchList gives, per arm and case, the lifetimes of the watches
+// of the scale targets that the API server ended before their timeout,
+// by watcher (Stage names it).
+func (k *knRun) auditWatchList() []RunStats {
+	if k.audit == nil {
+		return nil
+	}
+	out := []RunStats{}
+	for _, c := range k.opts.Cases {
+		for _, ctl := range k.opts.Controllers {
+			key := churnKey{ctl, c}
+			for _, name := range slices.Sorted(maps.Keys(k.auditWatches[key])) {
+				out = append(out, RunStats{Controller: ctl, Mode: c.Mode, Burst: c.Burst, Stage: name, Summary: Summarize(k.auditWatches[key][name])})
+			}
+		}
+	}
+	return out
 }

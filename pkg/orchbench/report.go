@@ -68,6 +68,13 @@ type Report struct {
 	// API server time, by verb, resource and user.
 	AuditParts   []RunStats `json:"audit_parts,omitempty"`
 	AuditWriters []RunStats `json:"audit_writers,omitempty"`
+	// AuditWatches are the watches of the scale targets (Deployments,
+	// ReplicaSets, RTResources) that ended before their timeout in each
+	// case, by watcher ("resource (namespace) by user [agent]"), with
+	// their lifetimes in ms: the API server cuts off a watcher that does
+	// not keep up, after holding every other watcher of the resource up
+	// to its time budget (knative_audit.go).
+	AuditWatches []RunStats `json:"audit_watches,omitempty"`
 	// APIServer is the API server's own metrics over each case's
 	// iterations (knative_apiserver.go), on a control plane the run starts.
 	APIServer []APIServerSeries `json:"apiserver,omitempty"`

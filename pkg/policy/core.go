@@ -68,6 +68,9 @@ type fnState struct {
 	// meanEWMA is the mean execution time (seconds) the SLO sizing
 	// smooths over its sizings (sloSize).
 	meanEWMA float64
+	// share is the miss budget the time-shared rounding of a small
+	// target keeps (sizing_share.go).
+	share shareState
 }
 
 // core implements every named policy; parts says which mechanisms it uses.

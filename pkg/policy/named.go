@@ -144,6 +144,9 @@ type parts struct {
 	// of every request's end-to-end slack and ε over the chain's length
 	// (chain_sizing.go), instead of its own SLO share and ε.
 	jointChain bool
+	// shareRound time-shares a small target's rounding between n - 1
+	// and n containers within a budget of ε (sizing_share.go).
+	shareRound bool
 	// fastFall follows a fall of the window counts faster than a rise
 	// (rate_fall.go).
 	fastFall bool
@@ -184,7 +187,7 @@ var catalog = map[string]parts{
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
 		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
 		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true,
-		seasonalLevel: true, seasonalDisp: true, stepEnd: true, jointChain: true},
+		seasonalLevel: true, seasonalDisp: true, stepEnd: true, jointChain: true, shareRound: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -216,6 +219,7 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-steady-mean":   func(p *parts) { p.steadyMean = false },
 	"gantry-no-rate-floor":    func(p *parts) { p.rateFloor = false },
 	"gantry-no-joint-chain":   func(p *parts) { p.jointChain = false },
+	"gantry-no-share-round":   func(p *parts) { p.shareRound = false },
 	"gantry-no-own-gate":      func(p *parts) { p.trendOwnGate = false },
 	"gantry-no-burst":         func(p *parts) { p.arrivalBurst = false },
 	"gantry-no-refused":       func(p *parts) { p.countRefused = false },
@@ -264,7 +268,7 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 func Ablations() []string {
 	return []string{"gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-joint-chain", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
-		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-slo-sizing", "gantry-no-steady-excess",
+		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-share-round", "gantry-no-slo-sizing", "gantry-no-steady-excess",
 		"gantry-no-step-end",
 		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",
 		"gantry-stream", "gantry-warm-buffer"}

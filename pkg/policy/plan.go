@@ -158,7 +158,7 @@ func (c *core) sizeFunction(f int, rate float64) (int, bool) {
 		return batch.Static(count, slo, time.Duration(c.meanExec(f))), true
 	}
 	if c.p.sloSizing {
-		return c.sloSize(f, rate+c.warmBuffer())
+		return c.windowSize(f, rate+c.warmBuffer()) // sizing_share.go
 	}
 	if c.p.stream {
 		return c.streamSize(f, rate)

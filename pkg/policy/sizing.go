@@ -271,19 +271,25 @@ func (c *core) sloTarget() float64 {
 // pool of recent sizes is new at every window, and its mean, an estimate
 // of the sizes to come, is as noisy as one window's count is of the rate.
 func (c *core) sloSize(f int, rate float64) (int, bool) {
+	n, _, ok := c.sloSizeMix(f, rate)
+	return n, ok
+}
+
+// sloSizeMix is sloSize and the service mix it sized with.
+func (c *core) sloSizeMix(f int, rate float64) (int, ServiceMix, bool) {
 	mix, ok := c.chainMix(f) // a chain split jointly (chain_sizing.go)
 	if !ok {
 		mix, ok = c.serviceMix(f)
 	}
 	if !ok {
-		return 0, false
+		return 0, ServiceMix{}, false
 	}
 	fs := &c.fns[f]
 	if fs.meanEWMA > 0 {
 		mix.Mean = fs.meanEWMA + ewmaAlpha*(mix.Mean-fs.meanEWMA)
 	}
 	fs.meanEWMA, fs.mix = mix.Mean, mix.Mean
-	return sizeForSpread(rate, c.predictionSD(c.rate), mix, 1-c.sloTarget(), maxSizing), true
+	return sizeForSpread(rate, c.predictionSD(c.rate), mix, 1-c.sloTarget(), maxSizing), mix, true
 }
 
 // The rate the sizing is given is a prediction. Its error beyond Poisson

@@ -91,6 +91,7 @@ type Controller struct {
 	limiter flowcontrol.RateLimiter
 	thread  *rthttp.Transport // critical requests; nil when shared
 	seen    seenGenerations   // when each key's generation arrived, for Trace
+	written writeTimes        // each key's last status write (statusCoalesce)
 
 	rtInformer  cache.SharedIndexInformer
 	podFactory  informers.SharedInformerFactory

@@ -33,6 +33,7 @@ func (c *Controller) rtHandlers() cache.ResourceEventHandler {
 				return
 			}
 			c.expect.forget(ownerOf(rt))
+			c.written.forget(Key{Namespace: rt.Namespace, Name: rt.Name})
 			if c.opts.Trace != nil {
 				c.seen.forget(Key{Namespace: rt.Namespace, Name: rt.Name})
 			}

@@ -134,8 +134,18 @@ func setCondition(st *gantryv1.RTResourceStatus, gen int64, typ string, on bool,
 // a status that claims the new generation must not carry Ready=True from
 // the old one (after a scale-up, Knative would read the revision as
 // healthy before the new pods exist).
+//
+// When the pods do not match the new spec (a scale-up, a new template),
+// the computed status already says Progressing=True (ReplicasChanging)
+// and is the mark as it is: the status the reconcile computes after its
+// creates, before the cache has seen the new pods, is then the same, and
+// costs no second write. Only a generation whose pods already match (a
+// change that touches no pod) needs NewGeneration to say it was seen.
 func markProcessing(rt *gantryv1.RTResource, pods []*corev1.Pod, hash, selector string, criticality int32, now time.Time) gantryv1.RTResourceStatus {
 	st := computeStatus(rt, pods, hash, selector, criticality, now).status
+	if meta.IsStatusConditionTrue(st.Conditions, gantryv1.ConditionProgressing) {
+		return st
+	}
 	setCondition(&st, rt.Generation, gantryv1.ConditionProgressing, true, ReasonNewGeneration, ReasonConverged,
 		fmt.Sprintf("processing generation %d", rt.Generation), now)
 	return st

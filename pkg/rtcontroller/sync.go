@@ -138,14 +138,19 @@ func (c *Controller) manageAndReport(ctx context.Context, key Key, rt *gantryv1.
 		outcome = outcomeSuccess
 		setReplicaFailure(&res.status, rt.Generation, createErr, deleteErr, c.clock.Now())
 	}
-	if _, err := c.writeStatus(ctx, rt, res.status); err != nil {
+	recheck := res.recheckAfter
+	if wait := c.written.wait(key, rt.Status, res.status, c.clock.Now()); wait > 0 {
+		// Only the counts moved, and the last write was just now: the
+		// requeue writes them with whatever else the window brings.
+		recheck = minPositive(recheck, wait)
+	} else if _, err := c.writeStatus(ctx, rt, res.status); err != nil {
 		return outcomeError, errors.Join(manageErr, err)
 	}
 	if manageErr != nil {
 		return outcomeError, manageErr
 	}
-	if res.recheckAfter > 0 {
-		c.queue.AddAfter(key, res.recheckAfter)
+	if recheck > 0 {
+		c.queue.AddAfter(key, recheck)
 		outcome = outcomeRequeue
 	}
 	return outcome, nil
@@ -204,13 +209,16 @@ func (c *Controller) writeMark(ctx context.Context, key Key, rt *gantryv1.RTReso
 		return c.writeStatus(ctx, rt, mark)
 	}
 	gen := rt.Generation
-	var out *gantryv1.RTResource
+	var (
+		out   *gantryv1.RTResource
+		wrote bool
+	)
 	ct, err := timeCall(ctx, func(ctx context.Context) error {
 		var err error
-		out, err = c.writeStatus(ctx, rt, mark)
+		out, wrote, err = c.updateStatus(ctx, rt, mark)
 		return err
 	})
-	if err == nil {
+	if err == nil && wrote {
 		tracer.mu.Lock()
 		tracer.marked = true
 		tracer.tr.Namespace, tracer.tr.Name, tracer.tr.Criticality, tracer.tr.Generation = key.Namespace, key.Name, crit, gen
@@ -223,19 +231,38 @@ func (c *Controller) writeMark(ctx context.Context, key Key, rt *gantryv1.RTReso
 // writeStatus updates the status subresource if it changed and returns the
 // object as stored.
 func (c *Controller) writeStatus(ctx context.Context, rt *gantryv1.RTResource, st gantryv1.RTResourceStatus) (*gantryv1.RTResource, error) {
+	out, _, err := c.updateStatus(ctx, rt, st)
+	return out, err
+}
+
+// updateStatus writes st unless it is rt's status already, or rt is the
+// very version this controller last wrote a status over: the cache has not
+// seen that write yet, so a write now would only conflict (the API server
+// answered 122 conflicts to 192 writes in one RQ1 arm, each a request
+// among the KPA's). The write's own watch event brings the key back
+// (specRelevantChange lets status changes through); a requeue after
+// statusCoalesce covers a watch that lost it. A write starts the key's
+// coalescing window (statusCoalesce). wrote says whether it wrote.
+func (c *Controller) updateStatus(ctx context.Context, rt *gantryv1.RTResource, st gantryv1.RTResourceStatus) (out *gantryv1.RTResource, wrote bool, err error) {
 	if equality.Semantic.DeepEqual(rt.Status, st) {
-		return rt, nil
+		return rt, false, nil
+	}
+	key := Key{Namespace: rt.Namespace, Name: rt.Name}
+	if c.written.stale(key, rt.ResourceVersion) {
+		c.queue.AddAfter(key, statusCoalesce)
+		return rt, false, nil
 	}
 	next := rt.DeepCopy()
 	next.Status = st
-	out, err := c.rts.Namespace(rt.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	out, err = c.rts.Namespace(rt.Namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			c.recorder.Event(rt, corev1.EventTypeWarning, EventFailedStatusUpdate, err.Error())
 		}
-		return rt, fmt.Errorf("update status of %s/%s: %w", rt.Namespace, rt.Name, err)
+		return rt, false, fmt.Errorf("update status of %s/%s: %w", rt.Namespace, rt.Name, err)
 	}
-	return out, nil
+	c.written.note(key, rt.ResourceVersion, c.clock.Now())
+	return out, true, nil
 }
 
 // apply issues a plan's deletes and creates after recording them as
