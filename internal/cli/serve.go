@@ -266,6 +266,9 @@ func newServeCmd() *cobra.Command {
 			}
 			defer closeState()
 			logger.Info("state folder", "path", state.Path())
+			if err := claimStateBackend(state.Path(), bf.kind); err != nil {
+				return err
+			}
 			cfg := pf.serverConfig(addr, s, logger)
 			cfg.State = state
 			cfg.Async = af.config()

@@ -89,3 +89,39 @@ func TestUpZeroWarmupMeansNone(t *testing.T) {
 		t.Fatalf("warm-up %v, want none (negative)", cfg.Warmup)
 	}
 }
+
+// A state folder's functions stay on the backend that deployed them: a
+// Kubernetes gateway on a local gateway's folder (the default folder is
+// named after the address alone) is refused, naming them, before it
+// touches a cluster; a folder without functions changes hands.
+func TestServeRefusesAnotherBackendsStateFolder(t *testing.T) {
+	held := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(held, "functions"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"backend": "local\n", "functions/echo.json": "{}"} {
+		if err := os.WriteFile(filepath.Join(held, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	missing := filepath.Join(t.TempDir(), "no-kubeconfig")
+	serve := func(dir string) error {
+		root := newRootCmd()
+		root.SetArgs([]string{"serve", "--addr", "127.0.0.1:0", "--backend", "kubernetes", "--kubeconfig", missing, "--state-dir", dir})
+		return root.Execute()
+	}
+	err := serve(held)
+	if err == nil || !strings.Contains(err.Error(), "--backend local deployed (echo)") || !strings.Contains(err.Error(), "--state-dir") {
+		t.Fatalf("kubernetes gateway on a local gateway's functions: %v, want them named and --state-dir suggested", err)
+	}
+	empty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(empty, "backend"), []byte("local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err = serve(empty); err == nil || !strings.Contains(err.Error(), "kubeconfig") {
+		t.Fatalf("kubernetes gateway on an empty folder: %v, want it to get as far as the kubeconfig", err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(empty, "backend")); string(data) != "kubernetes\n" {
+		t.Errorf("the empty folder's backend is %q, want kubernetes", data)
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -244,7 +245,7 @@ func runSim(cmd *cobra.Command, f *simFlags) error {
 	if f.frontier != "" {
 		return runFrontier(cmd, f, jobs)
 	}
-	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
+	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: terminalOnly(cmd.ErrOrStderr())})
 	if err != nil {
 		// A run can still find the input unusable (no request arrived
 		// in a replayed file): that is the user's to fix, so it exits 2.
@@ -329,7 +330,7 @@ func runMatrix(cmd *cobra.Command, f *simFlags, jobs []experiment.Job) ([]report
 		return nil, 0, err
 	}
 	start := time.Now()
-	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: cmd.ErrOrStderr()})
+	records, err := experiment.Run(cmd.Context(), jobs, experiment.Options{Workers: f.workers, Progress: terminalOnly(cmd.ErrOrStderr())})
 	if err != nil {
 		return nil, 0, keepFinished(cmd, f, records, len(jobs), err)
 	}
@@ -339,6 +340,10 @@ func runMatrix(cmd *cobra.Command, f *simFlags, jobs []experiment.Job) ([]report
 }
 
 func keepFinished(cmd *cobra.Command, f *simFlags, records []report.Record, total int, err error) error {
+	if errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+		// Said so: "gantry: context canceled" was all an interrupted sim printed.
+		err = fmt.Errorf("interrupted (SIGINT or SIGTERM): %w", err)
+	}
 	if f.out == "" || len(records) == 0 {
 		return err
 	}

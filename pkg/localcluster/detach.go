@@ -72,7 +72,11 @@ func Up(ctx context.Context, opts Options, argv []string, progress io.Writer) (s
 	kubeconfig, err := relay(ctx, ready, progress)
 	if err != nil && ctx.Err() != nil {
 		// Interrupted: the cluster that never was goes, folder and all.
-		return "", fmt.Errorf("cluster up: %w", errors.Join(ctx.Err(), abandon(cmd, exited, dir)))
+		// Said so: "cluster up: context canceled" told the user nothing.
+		if err := abandon(cmd, exited, dir); err != nil {
+			return "", fmt.Errorf("cluster up: interrupted before the cluster was ready: %w", err)
+		}
+		return "", fmt.Errorf("cluster up: interrupted before the cluster was ready; it was stopped and %s removed: %w", dir, ctx.Err())
 	}
 	if err != nil {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

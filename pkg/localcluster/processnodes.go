@@ -130,6 +130,14 @@ func (c *Cluster) startProcessNodes(ctx context.Context) error {
 		}
 		c.pnodes = append(c.pnodes, n)
 		c.pnodeLogs = append(c.pnodeLogs, logf)
+		if !n.Routed() {
+			// Said where the user looks: the node's own warning goes to its
+			// log, and the cluster came up "ready" while nothing could
+			// reach its pods (a README block then timed out a minute later).
+			c.progress("WARNING: process node %s has no pod network (network namespaces need root: CAP_NET_ADMIN and CAP_SYS_ADMIN): "+
+				"its pods share this machine's network on %s, which EndpointSlices refuse, so no Service, gateway "+
+				"(gantry serve --backend kubernetes) or Knative reaches them; run as root", name, n.Addresses())
+		}
 	}
 	c.progress("%d process node(s) registered", c.opts.ProcessNodes)
 	return nil

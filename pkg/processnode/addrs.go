@@ -127,19 +127,38 @@ func prefixAt(space netip.Prefix, i int) netip.Prefix {
 
 // lockPrefix tries to take prefix's lock file in dir; ok is false when
 // another node holds it.
+//
+// The folder is shared by every user's nodes, as /tmp is: whoever makes it
+// leaves it writable by all (sticky), and a lock is taken on a read-only
+// descriptor, so a file another user made is locked too. Before, root's
+// folder (0755) and files (0644, the umask's) made every other user's
+// node fail with "permission denied" on the lock, not with what it lacks.
 func lockPrefix(dir string, prefix netip.Prefix) (*os.File, bool, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, false, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, prefix.Addr().String()+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm() != 0o777 && ownedByMe(fi) {
+		_ = os.Chmod(dir, 0o777|os.ModeSticky)
+	}
+	name := filepath.Join(dir, prefix.Addr().String()+".lock")
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDONLY, 0o666)
 	if err != nil {
 		return nil, false, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm() != 0o666 && ownedByMe(fi) {
+		_ = f.Chmod(0o666)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		return nil, false, nil
 	}
 	return f, true, nil
+}
+
+// ownedByMe reports whether this process's user owns fi's file.
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }
 
 // addressLockDir holds the nodes' claims on their /24s.

@@ -2,6 +2,7 @@ package processnode
 
 import (
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -115,6 +116,35 @@ func TestClaimPrefixGivesEachNodeItsOwn(t *testing.T) {
 	}
 	fb.Close()
 	fc.Close()
+}
+
+// The claims' folder is every user's: a node leaves it and its lock files
+// open to all, as a folder made under the umask (0755, files 0644) made
+// every other user's node fail on the lock with "permission denied".
+func TestClaimFolderIsOpenToEveryUser(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "claims")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	first := prefixAt(loopbackSpace, 0)
+	if err := os.WriteFile(filepath.Join(dir, first.Addr().String()+".lock"), nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	p, f, err := claimPrefix(dir, loopbackSpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if p != first {
+		t.Errorf("claimed %s, want the free %s whose lock file another node left read-only", p, first)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
+		t.Errorf("claims folder mode %v (%v), want drwxrwxrwt", fi.Mode(), err)
+	}
+	if fi, err = f.Stat(); err != nil || fi.Mode().Perm() != 0o666 {
+		t.Errorf("lock file mode %v (%v), want -rw-rw-rw-", fi.Mode(), err)
+	}
 }
 
 func TestExpandVars(t *testing.T) {

@@ -34,6 +34,22 @@ var openFaaSRefused = map[string]string{
 	"com.openfaas.scale.zero-duration":       "idle instances are stopped after the gateway's --idle-timeout, not per function",
 	"com.openfaas.health.http.initialDelay":  "instances are polled for readiness from their start (GET /_/health), not after a delay",
 	"com.openfaas.health.http.periodSeconds": "instances are polled for readiness at the gateway's own pace (GET /_/health)",
+	// OpenFaaS's readiness probe: here one check, GET /_/health, serves
+	// for both.
+	"com.openfaas.ready.http.path":          "instances are checked for readiness at GET /_/health, not at a path of their own",
+	"com.openfaas.ready.http.initialDelay":  "instances are polled for readiness from their start (GET /_/health), not after a delay",
+	"com.openfaas.ready.http.periodSeconds": "instances are polled for readiness at the gateway's own pace (GET /_/health)",
+	// faas-netes sets the pod's service account, applies a Profile
+	// (tolerations, affinity, runtime class) or routes async calls to a
+	// named queue: none of them exists here.
+	"com.openfaas.serviceaccount": "instances run as the gateway's own processes, or as pods with their namespace's default service account; no service account is chosen per function",
+	"com.openfaas.profile":        "there are no OpenFaaS Profiles here; a constraint (constraints) places a function",
+	"com.openfaas.queue":          "async invocations share one queue, ordered by criticality (gantry.dev/criticality), not named queues",
+	// The Pro queue-worker's retries of a failed async invocation.
+	"com.openfaas.retry.attempts": "a failed invocation is retried only when the function is idempotent (gantry.dev/idempotent), on another instance; callbacks by --async-callback-retries",
+	"com.openfaas.retry.codes":    "a failed invocation is retried only when the function is idempotent (gantry.dev/idempotent), on another instance; callbacks by --async-callback-retries",
+	"com.openfaas.retry.min_wait": "a failed invocation is retried only when the function is idempotent (gantry.dev/idempotent), on another instance; callbacks by --async-callback-retries",
+	"com.openfaas.retry.max_wait": "a failed invocation is retried only when the function is idempotent (gantry.dev/idempotent), on another instance; callbacks by --async-callback-retries",
 }
 
 // healthPath is where every instance answers its readiness check.
