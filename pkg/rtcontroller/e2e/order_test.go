@@ -92,7 +92,7 @@ func orderRun(t *testing.T, queue string) (jumpedBy, queued int) {
 		if r.engine.Queue().Len() != 0 {
 			return false, nil
 		}
-		time.Sleep(time.Second) // a reconcile in flight may still write status
+		time.Sleep(2 * time.Second) // a reconcile in flight may still write status, and a delayed requeue (the 1 s status coalescing) fire
 		return r.engine.Queue().Len() == 0, nil
 	})
 	m := e.watchMarks(t, e.get(t, "critical").ResourceVersion)
