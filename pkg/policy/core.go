@@ -285,6 +285,7 @@ func (c *core) outAt(fn int, size float64) float64 {
 
 func (c *core) Arrive(now time.Time, fn int, size float64, n Counts) int {
 	burst := 0
+	c.chargeStartup(fn, n)
 	if fn == 0 {
 		c.countArrival(size)
 		switch {

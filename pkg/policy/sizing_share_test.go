@@ -66,7 +66,7 @@ func TestShareRoundingLeavesLargeTargetsAlone(t *testing.T) {
 	c := mustNew(t, "gantry", spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
 	mix := ServiceMix{Mean: 0.25, SCV: 0.2, Slacks: []float64{0.5, 0.6, 0.7}}
 	s := shareState{credit: 100, down: true}
-	if got := c.shareRounding(&s, shareMaxTarget+1, 20, mix); got != shareMaxTarget+1 || s != (shareState{}) {
+	if got := c.shareRounding(&s, shareMaxTarget+1, 20, mix); got != shareMaxTarget+1 || s != (shareState{sized: true}) {
 		t.Errorf("target %d with state %+v, want %d and a cleared budget", got, s, shareMaxTarget+1)
 	}
 	s = shareState{credit: 100}
@@ -119,5 +119,39 @@ func TestShareRoundingAblation(t *testing.T) {
 	}
 	if !(on < off && on > off-1) {
 		t.Errorf("gantry: mean target %.3f, want between %.0f and %.0f", on, off-1, off)
+	}
+}
+
+// A wait before the first sizing is a miss the budget owes: charged as
+// one miss over the chain's length, never once a window has sized the
+// function, and kept where a large target clears the banked credit.
+func TestShareRoundingChargesStartupWaits(t *testing.T) {
+	c := mustNew(t, "gantry", spec(
+		FunctionSpec{Name: "a", SLO: time.Second},
+		FunctionSpec{Name: "b", SLO: time.Second})).(*core)
+	c.chargeStartup(0, Counts{Live: 1, Queued: 0})
+	if got := c.fns[0].share.credit; got != 0 {
+		t.Fatalf("an arrival that did not wait charged %v", got)
+	}
+	c.chargeStartup(0, Counts{Live: 1, Queued: 1})
+	c.chargeStartup(1, Counts{Live: 1, Starting: 1, Queued: 2})
+	for f := range 2 {
+		if got := c.fns[f].share.credit; got != -0.5 {
+			t.Errorf("function %d: credit %v after one wait, want -1/k = -0.5", f, got)
+		}
+	}
+	mix := ServiceMix{Mean: 0.25, SCV: 0.2, Slacks: []float64{0.5, 0.6, 0.7}}
+	s := &c.fns[0].share
+	if got := c.shareRounding(s, shareMaxTarget+1, 20, mix); got != shareMaxTarget+1 || s.credit != -0.5 {
+		t.Errorf("target %d, credit %v: a large target must keep the debt of -0.5", got, s.credit)
+	}
+	c.chargeStartup(0, Counts{Live: 1, Queued: 1})
+	if s.credit != -0.5 {
+		t.Errorf("credit %v: a wait after the first sizing is the model's to predict, not charged", s.credit)
+	}
+	off := mustNew(t, "gantry-no-share-round", spec(FunctionSpec{Name: "f", SLO: time.Second})).(*core)
+	off.chargeStartup(0, Counts{Live: 1, Queued: 1})
+	if got := off.fns[0].share.credit; got != 0 {
+		t.Errorf("gantry-no-share-round charged %v", got)
 	}
 }
