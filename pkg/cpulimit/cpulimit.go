@@ -1,18 +1,24 @@
-// Package cpulimit holds local instances to their CPU limit with cgroups
-// the gateway creates and owns: one directory per gateway
-// (gantry-<pid>-<n>, beside the gateway's own cgroup) and one per instance
-// under it, with a CFS quota (cgroup v1's cpu.cfs_quota_us, or cgroup v2's
-// cpu.max where the cpu controller can be enabled for the gateway's
-// subtree). The kernel then throttles the instance's whole process tree,
-// since children stay in their parent's group. A cgroup the project did
-// not create is never written, except to enable the cpu controller for
-// the children of the gateway's own v2 group.
+// Package cpulimit holds local instances to their CPU limit, CPU request
+// and memory request with cgroups the gateway creates and owns: one
+// directory per gateway and hierarchy (gantry-<pid>-<n>, beside the
+// gateway's own cgroup) and one per instance under it. A CPU limit is a
+// CFS quota (cgroup v2's cpu.max, v1's cpu.cfs_quota_us); a CPU request
+// is a weight, computed as the kubelet computes a container's (cpu.shares
+// = millicores*1024/1000, at least 2; on v2 the shares mapped to
+// cpu.weight as runc maps them); a memory request is memory.min on v2, as
+// the kubelet's MemoryQoS sets it, and memory.soft_limit_in_bytes on v1,
+// which has no memory.min (Resources says why). The kernel applies them to
+// the instance's whole process tree, since children stay in their
+// parent's group. A cgroup the project did not create is never written,
+// except to enable controllers for the children of the gateway's own v2
+// group.
 package cpulimit
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +36,14 @@ const Period = 100000
 // minQuota is the kernel's smallest quota, in microseconds.
 const minQuota = 1000
 
+// The kubelet's CPU shares: 1024 a CPU, 2 to 262144 (the kernel's bounds).
+const (
+	sharesPerCPU  = 1024
+	minShares     = 2
+	maxShares     = 262144
+	defaultShares = 1024 // a group's shares until written (cgroup v2: weight 100)
+)
+
 // removeWait bounds how long Remove waits for a killed leftover to leave
 // its group.
 const removeWait = 3 * time.Second
@@ -37,98 +51,330 @@ const removeWait = 3 * time.Second
 // Prefix starts every directory this package creates.
 const Prefix = "gantry-"
 
+// The controllers this package writes.
+const (
+	CPU    = "cpu"
+	Memory = "memory"
+)
+
 var seq atomic.Int64
 
-// Controller is one gateway's cgroup directory.
+// Resources is what one instance's group holds it to; a zero field is
+// unset.
+type Resources struct {
+	CPULimitMillis   int64 // a CFS quota: hard, throttled past it
+	CPURequestMillis int64 // a weight: the instance's share of contended CPU
+	// MemoryRequestBytes is protection from reclaim: memory.min on
+	// cgroup v2 (never reclaimed below it, as the kubelet's MemoryQoS
+	// sets a container's request; memory.low would be best effort).
+	// cgroup v1 has neither; its memory.soft_limit_in_bytes, which runc
+	// sets for a memory reservation, makes the kernel reclaim from the
+	// groups above their soft limit first when memory runs short.
+	MemoryRequestBytes int64
+}
+
+func (r Resources) uses(kind string) bool {
+	switch kind {
+	case CPU:
+		return r.CPULimitMillis > 0 || r.CPURequestMillis > 0
+	case Memory:
+		return r.MemoryRequestBytes > 0
+	}
+	return false
+}
+
+// IsZero says r sets nothing.
+func (r Resources) IsZero() bool { return r == Resources{} }
+
+// SharesFromMillis is the kubelet's cpu.shares for a CPU request of
+// millis thousandths of a CPU.
+func SharesFromMillis(millis int64) int64 {
+	shares := millis * sharesPerCPU / 1000
+	return min(max(shares, minShares), maxShares)
+}
+
+// WeightFromShares maps cgroup v1 shares [2, 262144] to cgroup v2's
+// cpu.weight [1, 10000] as runc and crun do since Kubernetes issue
+// 131216: a quadratic in log2(shares) through the minimum, the maximum and
+// the defaults (1024 -> 100), where the older linear map gave a one-CPU
+// request weight 39, less than an unlimited process's 100.
+func WeightFromShares(shares int64) int64 {
+	switch {
+	case shares <= minShares:
+		return 1
+	case shares >= maxShares:
+		return 10000
+	}
+	l := math.Log2(float64(shares))
+	return int64(math.Ceil(math.Pow(10, (l*l+125*l)/612.0-7.0/34.0)))
+}
+
+// hierarchy is the gateway's directory in one cgroup hierarchy.
+type hierarchy struct {
+	dir   string
+	v2    bool
+	kinds []string
+}
+
+func (h *hierarchy) holds(kind string) bool {
+	for _, k := range h.kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// Controller is one gateway's cgroup directories.
 type Controller struct {
-	dir string
-	v2  bool
+	hier    []*hierarchy
+	missing map[string]error // why a controller has no directory here
 
 	mu     sync.Mutex
 	groups map[string]*Group
 	closed bool
 }
 
-// Group is one instance's cgroup.
+// Group is one instance's cgroup (a directory in each hierarchy it uses).
 type Group struct {
-	c   *Controller
-	id  string
-	dir string
+	c      *Controller
+	id     string
+	dirs   []string
+	cpuDir string
+	shares int64 // its CPU request's shares, 0 for none
 }
 
-// Open finds a cpu controller this process may write, removes the groups
-// that gateways which no longer run left behind, and creates this
-// gateway's directory. The error says why CPU limits cannot be enforced.
+// Open finds the cpu and memory controllers this process may write,
+// removes the groups that gateways which no longer run left behind, and
+// creates this gateway's directories. The error says why no controller
+// can be used; Supports says it for one.
 func Open() (*Controller, error) {
-	parent, v2, err := findParent()
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the gateway does not run as root, and cgroups are root's to create here")
+	}
+	own, err := ownGroups()
 	if err != nil {
 		return nil, err
 	}
-	cleanStale(parent)
-	dir := filepath.Join(parent, fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), seq.Add(1)))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
-	}
-	c := &Controller{dir: dir, v2: v2, groups: map[string]*Group{}}
-	if v2 {
-		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+cpu"), 0); err != nil {
-			_ = os.Remove(dir)
-			return nil, fmt.Errorf("enable the cpu controller in %s: %w", dir, err)
+	c := &Controller{missing: map[string]error{}, groups: map[string]*Group{}}
+	byParent := map[string]*hierarchy{}
+	for _, kind := range []string{CPU, Memory} {
+		parent, v2, err := findParent(kind, own)
+		if err != nil {
+			c.missing[kind] = err
+			continue
 		}
+		h := byParent[parent]
+		if h == nil {
+			h = &hierarchy{dir: parent, v2: v2}
+			byParent[parent] = h
+			c.hier = append(c.hier, h)
+		}
+		h.kinds = append(h.kinds, kind)
+	}
+	kept := c.hier[:0]
+	for _, h := range c.hier {
+		if err := c.create(h); err == nil {
+			kept = append(kept, h)
+		}
+	}
+	c.hier = kept
+	if len(c.hier) == 0 {
+		return nil, errors.Join(c.missing[CPU], c.missing[Memory])
 	}
 	return c, nil
 }
 
-// Dir is the gateway's directory.
-func (c *Controller) Dir() string { return c.dir }
+// create makes the gateway's directory in h's hierarchy (enabling h's
+// controllers for its children on v2); a controller that cannot be
+// enabled is recorded as missing.
+func (c *Controller) create(h *hierarchy) error {
+	cleanStale(h.dir)
+	dir := filepath.Join(h.dir, fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), seq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		for _, k := range h.kinds {
+			c.missing[k] = fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		return err
+	}
+	h.dir = dir
+	if !h.v2 {
+		return nil
+	}
+	var enabled []string
+	for _, k := range h.kinds {
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+k), 0); err != nil {
+			c.missing[k] = fmt.Errorf("enable the %s controller in %s: %w", k, dir, err)
+			continue
+		}
+		enabled = append(enabled, k)
+	}
+	h.kinds = enabled
+	if len(enabled) == 0 {
+		_ = os.Remove(dir)
+		return errors.New("no controller enabled")
+	}
+	return nil
+}
 
-// Place creates instance id's group with a quota of millis thousandths of
-// a CPU and moves pid and every member of its process group into it.
-func (c *Controller) Place(id string, millis int64, pid int) (*Group, error) {
+// Supports is nil when groups with the controller kind can be made, else
+// why not.
+func (c *Controller) Supports(kind string) error {
+	for _, h := range c.hier {
+		if h.holds(kind) {
+			return nil
+		}
+	}
+	if err := c.missing[kind]; err != nil {
+		return err
+	}
+	return fmt.Errorf("no %s controller", kind)
+}
+
+// Dir is the gateway's directory in the cpu hierarchy (else its first).
+func (c *Controller) Dir() string {
+	for _, h := range c.hier {
+		if h.holds(CPU) {
+			return h.dir
+		}
+	}
+	return c.hier[0].dir
+}
+
+// Dirs are the gateway's directories, one a hierarchy.
+func (c *Controller) Dirs() []string {
+	var ds []string
+	for _, h := range c.hier {
+		ds = append(ds, h.dir)
+	}
+	return ds
+}
+
+// Place creates instance id's group with what r sets and moves pid and
+// every member of its process group into it.
+func (c *Controller) Place(id string, r Resources, pid int) (*Group, error) {
 	if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
 		return nil, fmt.Errorf("instance id %q cannot name a cgroup", id)
+	}
+	for _, kind := range []string{CPU, Memory} {
+		if err := c.Supports(kind); r.uses(kind) && err != nil {
+			return nil, err
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, errors.New("cpu limits are closed")
+		return nil, errors.New("cgroups are closed")
 	}
-	g := &Group{c: c, id: id, dir: filepath.Join(c.dir, id)}
-	if err := os.Mkdir(g.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create cgroup: %w", err)
+	g := &Group{c: c, id: id}
+	if r.CPURequestMillis > 0 {
+		g.shares = SharesFromMillis(r.CPURequestMillis)
 	}
-	if err := g.setQuota(millis); err != nil {
-		_ = os.Remove(g.dir)
-		return nil, err
-	}
-	if err := g.move(pid); err != nil {
-		_ = os.Remove(g.dir)
-		return nil, err
+	for _, h := range c.hier {
+		if err := g.placeIn(h, r, pid); err != nil {
+			for _, d := range g.dirs {
+				_ = removeGroup(d)
+			}
+			return nil, err
+		}
 	}
 	c.groups[id] = g
+	c.weighLocked()
 	return g, nil
 }
 
-func (g *Group) setQuota(millis int64) error {
-	quota := millis * Period / 1000
-	if quota < minQuota {
-		quota = minQuota
+// placeIn makes the group's directory in h when r uses one of h's
+// controllers, writes r's settings there and moves pid in.
+func (g *Group) placeIn(h *hierarchy, r Resources, pid int) error {
+	var files [][2]string
+	for _, k := range h.kinds {
+		if r.uses(k) {
+			files = append(files, settings(k, h.v2, r)...)
+		}
 	}
-	if g.c.v2 {
-		return os.WriteFile(filepath.Join(g.dir, "cpu.max"), []byte(fmt.Sprintf("%d %d", quota, Period)), 0)
+	if len(files) == 0 {
+		return nil
 	}
-	if err := os.WriteFile(filepath.Join(g.dir, "cpu.cfs_period_us"), []byte(strconv.Itoa(Period)), 0); err != nil {
-		return err
+	dir := filepath.Join(h.dir, g.id)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("create cgroup: %w", err)
 	}
-	return os.WriteFile(filepath.Join(g.dir, "cpu.cfs_quota_us"), []byte(strconv.FormatInt(quota, 10)), 0)
+	g.dirs = append(g.dirs, dir)
+	if h.holds(CPU) && r.uses(CPU) {
+		g.cpuDir = dir
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f[0]), []byte(f[1]), 0); err != nil {
+			return fmt.Errorf("write %s %s: %w", f[0], f[1], err)
+		}
+	}
+	return move(dir, pid)
 }
 
-// move puts pid in the group, then whatever its process group forked
-// before it got there.
-func (g *Group) move(pid int) error {
-	procs := filepath.Join(g.dir, "cgroup.procs")
+// settings are the files and values that hold a group to r for the
+// controller kind.
+func settings(kind string, v2 bool, r Resources) [][2]string {
+	var fs [][2]string
+	set := func(file string, v int64) { fs = append(fs, [2]string{file, strconv.FormatInt(v, 10)}) }
+	switch {
+	case kind == Memory && v2:
+		set("memory.min", r.MemoryRequestBytes)
+	case kind == Memory:
+		set("memory.soft_limit_in_bytes", r.MemoryRequestBytes)
+	case v2:
+		if r.CPURequestMillis > 0 {
+			set("cpu.weight", WeightFromShares(SharesFromMillis(r.CPURequestMillis)))
+		}
+		if r.CPULimitMillis > 0 {
+			fs = append(fs, [2]string{"cpu.max", fmt.Sprintf("%d %d", quota(r.CPULimitMillis), Period)})
+		}
+	default:
+		if r.CPURequestMillis > 0 {
+			set("cpu.shares", SharesFromMillis(r.CPURequestMillis))
+		}
+		if r.CPULimitMillis > 0 {
+			set("cpu.cfs_period_us", Period)
+			set("cpu.cfs_quota_us", quota(r.CPULimitMillis))
+		}
+	}
+	return fs
+}
+
+func quota(millis int64) int64 { return max(millis*Period/1000, minQuota) }
+
+// weighLocked gives the gateway's cpu directory the sum of its instances'
+// requested shares (at least the default), as the kubelet gives its QoS
+// group the sum of its pods' requests: the shares of an instance count
+// among its siblings, and the directory's against the machine's other
+// processes, so a request of two CPUs is worth two CPUs under contention.
+func (c *Controller) weighLocked() {
+	var h *hierarchy
+	for _, x := range c.hier {
+		if x.holds(CPU) {
+			h = x
+		}
+	}
+	if h == nil {
+		return
+	}
+	sum := int64(0)
+	for _, g := range c.groups {
+		sum += g.shares
+	}
+	shares := min(max(sum, defaultShares), maxShares)
+	if h.v2 {
+		_ = os.WriteFile(filepath.Join(h.dir, "cpu.weight"), []byte(strconv.FormatInt(WeightFromShares(shares), 10)), 0)
+		return
+	}
+	_ = os.WriteFile(filepath.Join(h.dir, "cpu.shares"), []byte(strconv.FormatInt(shares, 10)), 0)
+}
+
+// move puts pid in the group directory dir, then whatever its process
+// group forked before it got there.
+func move(dir string, pid int) error {
+	procs := filepath.Join(dir, "cgroup.procs")
 	if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0); err != nil {
-		return fmt.Errorf("move process %d into %s: %w", pid, g.dir, err)
+		return fmt.Errorf("move process %d into %s: %w", pid, dir, err)
 	}
 	for _, p := range groupMembers(pid) {
 		if p != pid {
@@ -138,31 +384,48 @@ func (g *Group) move(pid int) error {
 	return nil
 }
 
-// Dir is the instance's group directory.
-func (g *Group) Dir() string { return g.dir }
+// Dir is the instance's group directory in the cpu hierarchy (else its
+// first).
+func (g *Group) Dir() string {
+	if g.cpuDir != "" || len(g.dirs) == 0 {
+		return g.cpuDir
+	}
+	return g.dirs[0]
+}
+
+// Dirs are the instance's group directories, one a hierarchy it uses.
+func (g *Group) Dirs() []string { return append([]string(nil), g.dirs...) }
 
 // Stat reads the group's cpu.stat (nr_throttled, throttled_time or
 // throttled_usec, ...).
-func (g *Group) Stat() (map[string]int64, error) { return readStat(filepath.Join(g.dir, "cpu.stat")) }
+func (g *Group) Stat() (map[string]int64, error) {
+	return readStat(filepath.Join(g.cpuDir, "cpu.stat"))
+}
 
 // Remove kills what is left in the group (the instance has ended) and
-// deletes it; the gateway's directory too when it is closed and this was
-// its last group.
+// deletes it; the gateway's directories too when it is closed and this
+// was its last group.
 func (g *Group) Remove() error {
 	g.c.mu.Lock()
 	delete(g.c.groups, g.id)
 	last := g.c.closed && len(g.c.groups) == 0
-	g.c.mu.Unlock()
-	err := removeGroup(g.dir)
-	if last {
-		err = errors.Join(err, removeTree(g.c.dir))
+	if !g.c.closed {
+		g.c.weighLocked()
 	}
-	return err
+	g.c.mu.Unlock()
+	var errs []error
+	for _, d := range g.dirs {
+		errs = append(errs, removeGroup(d))
+	}
+	if last {
+		errs = append(errs, g.c.removeAll())
+	}
+	return errors.Join(errs...)
 }
 
-// Close refuses new groups and removes the gateway's directory, now if no
-// instance has a group, else once the last one is removed: instances
-// still stopping keep their limit until they end.
+// Close refuses new groups and removes the gateway's directories, now if
+// no instance has a group, else once the last one is removed: instances
+// still stopping keep their limits until they end.
 func (c *Controller) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -171,7 +434,15 @@ func (c *Controller) Close() error {
 	if !empty {
 		return nil
 	}
-	return removeTree(c.dir)
+	return c.removeAll()
+}
+
+func (c *Controller) removeAll() error {
+	var errs []error
+	for _, h := range c.hier {
+		errs = append(errs, removeTree(h.dir))
+	}
+	return errors.Join(errs...)
 }
 
 // removeGroup SIGKILLs the group's processes and removes the directory
@@ -306,17 +577,10 @@ func groupMembers(pgid int) []int {
 	return ps
 }
 
-// findParent is the directory to create the gateway's in: the gateway's
-// own group in a cgroup v2 hierarchy with the cpu controller available,
-// else in cgroup v1's cpu hierarchy.
-func findParent() (dir string, v2 bool, err error) {
-	if os.Geteuid() != 0 {
-		return "", false, errors.New("the gateway does not run as root, and cgroups are root's to create here")
-	}
-	own, err := ownGroups()
-	if err != nil {
-		return "", false, err
-	}
+// findParent is the directory to create the gateway's in for the
+// controller kind: the gateway's own group in a cgroup v2 hierarchy with
+// that controller available, else in cgroup v1's hierarchy of it.
+func findParent(kind string, own map[string]string) (dir string, v2 bool, err error) {
 	mounts, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return "", false, err
@@ -337,20 +601,20 @@ func findParent() (dir string, v2 bool, err error) {
 		case fstype == "cgroup2":
 			d := filepath.Join(point, strings.TrimPrefix(own[""], root))
 			ctl, _ := os.ReadFile(filepath.Join(d, "cgroup.controllers"))
-			if !hasWord(string(ctl), "cpu") {
-				reasons = append(reasons, fmt.Sprintf("cgroup v2 at %s has no cpu controller", point))
+			if !hasWord(string(ctl), kind) {
+				reasons = append(reasons, fmt.Sprintf("cgroup v2 at %s has no %s controller", point, kind))
 				continue
 			}
 			if writable(d) {
 				return d, true, nil
 			}
 			reasons = append(reasons, fmt.Sprintf("cgroup v2 group %s is not writable", d))
-		case fstype == "cgroup" && hasWord(strings.ReplaceAll(g[2], ",", " "), "cpu") && v1 == "":
-			d := filepath.Join(point, strings.TrimPrefix(own["cpu"], root))
+		case fstype == "cgroup" && hasWord(strings.ReplaceAll(g[2], ",", " "), kind) && v1 == "":
+			d := filepath.Join(point, strings.TrimPrefix(own[kind], root))
 			if writable(d) {
 				v1 = d
 			} else {
-				reasons = append(reasons, fmt.Sprintf("cgroup v1 cpu group %s is not writable", d))
+				reasons = append(reasons, fmt.Sprintf("cgroup v1 %s group %s is not writable", kind, d))
 			}
 		}
 	}
@@ -358,7 +622,7 @@ func findParent() (dir string, v2 bool, err error) {
 		return v1, false, nil
 	}
 	if len(reasons) == 0 {
-		reasons = append(reasons, "no cgroup cpu controller is mounted")
+		reasons = append(reasons, fmt.Sprintf("no cgroup %s controller is mounted", kind))
 	}
 	return "", false, errors.New(strings.Join(reasons, "; "))
 }

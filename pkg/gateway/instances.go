@@ -37,7 +37,7 @@ func (g *Gateway) attachLocal(be backend.Backend) {
 	}
 	g.local = true
 	l.SetInstanceHook(g.prepareInstance)
-	l.SetDeployCheck(g.limits.refuseCPU)
+	l.SetDeployCheck(g.limits.refuseUnenforceable)
 }
 
 func (g *Gateway) prepareInstance(id string, f stack.Function) (backend.Prepared, error) {

@@ -3,18 +3,20 @@ package gateway
 // Limits and requests. Locally a memory limit is enforced by pkg/memwatch
 // (the instance's whole process tree's resident memory, sampled several
 // times a second, killed past the limit) and reported as OOM in the
-// function's status, the metrics and the caller's 502. A CPU limit is
-// enforced by a cgroup per instance that the gateway creates and removes
-// (pkg/cpulimit), with a CFS quota; where the gateway can create none (not
-// root, no writable cpu controller) a deploy with a CPU limit is refused
-// with the reason, since it would be accepted and ignored. Requests place
-// instances on nodes; one machine has nothing to place, so they are shown
-// the same way. readOnlyRootFilesystem cannot be made true for a local
-// process without a mount namespace: refused (backend.LocalRefusal).
+// function's status, the metrics and the caller's 502. A CPU limit, a CPU
+// request and a memory request are honoured by a cgroup per instance that
+// the gateway creates and removes (pkg/cpulimit): a CFS quota, a CPU
+// weight and reclaim protection, as the kubelet sets them for a container.
+// Where the gateway can create no cgroup with the controller one needs
+// (not root, no writable controller) a deploy that sets it is refused
+// with the reason, since it would be accepted and ignored.
+// readOnlyRootFilesystem cannot be made true for a local process without
+// a mount namespace: refused (backend.LocalRefusal).
 
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,11 +30,11 @@ import (
 	"gantry.dev/gantry/pkg/stack"
 )
 
-// Why the limits that are not enforced are not.
-const (
-	reasonCPU = "limits.cpu cannot be enforced by this gateway: it can create no cgroup with the cpu controller"
-	reasonReq = "requests place instances on nodes; the local runtime runs on one machine and places nothing"
-)
+// cannotHonour says that a field needs a cgroup controller this gateway
+// cannot create groups with.
+func cannotHonour(field, kind string, err error) error {
+	return fmt.Errorf("%s cannot be enforced by this gateway: it can create no cgroup with the %s controller (%v)", field, kind, err)
+}
 
 // maxKillRecords bounds the instances whose OOM kill is remembered, for
 // the callers' errors.
@@ -100,16 +102,37 @@ func (l *limits) cpuGroups() (*cpulimit.Controller, error) {
 	return l.cpu, l.cpuErr
 }
 
-// refuseCPU is the local backend's deploy check: a CPU limit this gateway
-// cannot enforce is refused rather than accepted and ignored.
-func (l *limits) refuseCPU(f stack.Function) error {
-	if f.Limits.CPU == "" {
-		return nil
+// refuseUnenforceable is the local backend's deploy check: a CPU limit, a
+// CPU request or a memory request this gateway cannot enforce is refused
+// rather than accepted and ignored.
+func (l *limits) refuseUnenforceable(f stack.Function) error {
+	need := []struct{ field, value, kind string }{
+		{"limits.cpu", f.Limits.CPU, cpulimit.CPU},
+		{"requests.cpu", f.Requests.CPU, cpulimit.CPU},
+		{"requests.memory", f.Requests.Memory, cpulimit.Memory},
 	}
-	if _, err := l.cpuGroups(); err != nil {
-		return fmt.Errorf("%s (%v)", reasonCPU, err)
+	for _, n := range need {
+		if n.value == "" {
+			continue
+		}
+		c, err := l.cpuGroups()
+		if err == nil {
+			err = c.Supports(n.kind)
+		}
+		if err != nil {
+			return cannotHonour(n.field, n.kind, err)
+		}
 	}
 	return nil
+}
+
+// groupResources is what an instance's cgroup holds it to.
+func groupResources(f stack.Function) cpulimit.Resources {
+	return cpulimit.Resources{
+		CPULimitMillis:     cpuMillis(f.Limits.CPU),
+		CPURequestMillis:   cpuMillis(f.Requests.CPU),
+		MemoryRequestBytes: f.Requests.MemoryBytes(),
+	}
 }
 
 // cpuMillis is a CPU quantity in thousandths of a CPU; 0 when unset.
@@ -178,12 +201,13 @@ func (l *limits) explain(instance string, err error) error {
 }
 
 // watchMemory is the part of an instance's hook that holds it to its
-// limits: its process tree is watched against the memory limit and put in
-// a cgroup with the CPU limit's quota.
+// limits and requests: its process tree is watched against the memory
+// limit and put in a cgroup with the CPU limit's quota, the CPU request's
+// weight and the memory request's protection.
 func (g *Gateway) watchMemory(id string, f stack.Function) (started func(int), done func()) {
 	memStarted, memDone := g.watchMemoryOnly(id, f)
-	millis := cpuMillis(f.Limits.CPU)
-	if millis <= 0 {
+	res := groupResources(f)
+	if res.IsZero() {
 		return memStarted, memDone
 	}
 	var mu sync.Mutex
@@ -192,7 +216,7 @@ func (g *Gateway) watchMemory(id string, f stack.Function) (started func(int), d
 			if memStarted != nil {
 				memStarted(pid)
 			}
-			g.placeCPU(id, f, millis, pid, func(gr *cpulimit.Group) { mu.Lock(); grp = gr; mu.Unlock() })
+			g.placeInGroup(id, f, res, pid, func(gr *cpulimit.Group) { mu.Lock(); grp = gr; mu.Unlock() })
 		}, func() {
 			if memDone != nil {
 				memDone()
@@ -202,26 +226,26 @@ func (g *Gateway) watchMemory(id string, f stack.Function) (started func(int), d
 			mu.Unlock()
 			if gr != nil {
 				if err := gr.Remove(); err != nil {
-					g.cfg.Logger.Error("instance cgroup not removed", "instance", id, "dir", gr.Dir(), "err", err)
+					g.cfg.Logger.Error("instance cgroup not removed", "instance", id, "dirs", gr.Dirs(), "err", err)
 				}
 			}
 		}
 }
 
-// placeCPU puts a started instance in its cgroup. An instance that cannot
-// be held to its CPU limit is killed (its start fails) rather than left to
-// run past it.
-func (g *Gateway) placeCPU(id string, f stack.Function, millis int64, pid int, keep func(*cpulimit.Group)) {
+// placeInGroup puts a started instance in its cgroup. An instance that
+// cannot be held to its CPU limit and requests is killed (its start
+// fails) rather than left to run without them.
+func (g *Gateway) placeInGroup(id string, f stack.Function, res cpulimit.Resources, pid int, keep func(*cpulimit.Group)) {
 	c, err := g.limits.cpuGroups()
 	if err == nil {
 		var gr *cpulimit.Group
-		if gr, err = c.Place(id, millis, pid); err == nil {
+		if gr, err = c.Place(id, res, pid); err == nil {
 			keep(gr)
 			return
 		}
 	}
-	g.cfg.Logger.Error("instance killed: its CPU limit cannot be enforced", "function", f.Qualified(), "instance", id,
-		"cpu", f.Limits.CPU, "err", err)
+	g.cfg.Logger.Error("instance killed: its cgroup cannot be made", "function", f.Qualified(), "instance", id,
+		"limits.cpu", f.Limits.CPU, "requests.cpu", f.Requests.CPU, "requests.memory", f.Requests.Memory, "err", err)
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
@@ -257,7 +281,32 @@ type enforcementJSON struct {
 type enforcedJSON struct {
 	Value    string `json:"value"`
 	Enforced bool   `json:"enforced"`
+	How      string `json:"how,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+}
+
+// requestsEnforcement says how the requests hold locally: the cgroup files
+// an instance's group gets, or why they cannot (a deploy would have been
+// refused; this shows a function deployed before the machine changed).
+func (g *Gateway) requestsEnforcement(f stack.Function) *enforcedJSON {
+	e := &enforcedJSON{Value: fmt.Sprintf("memory=%s cpu=%s", f.Requests.Memory, f.Requests.CPU), Enforced: true}
+	if !g.local {
+		return e
+	}
+	if err := g.limits.refuseUnenforceable(stack.Function{Requests: f.Requests}); err != nil {
+		e.Enforced, e.Reason = false, err.Error()
+		return e
+	}
+	var how []string
+	if m := cpuMillis(f.Requests.CPU); m > 0 {
+		sh := cpulimit.SharesFromMillis(m)
+		how = append(how, fmt.Sprintf("each instance's cgroup: cpu.shares %d (cgroup v2: cpu.weight %d)", sh, cpulimit.WeightFromShares(sh)))
+	}
+	if b := f.Requests.MemoryBytes(); b > 0 {
+		how = append(how, fmt.Sprintf("each instance's cgroup: memory.soft_limit_in_bytes %d (cgroup v2: memory.min)", b))
+	}
+	e.How = strings.Join(how, "; ")
+	return e
 }
 
 func (g *Gateway) enforcement(f stack.Function) *enforcementJSON {
@@ -271,11 +320,11 @@ func (g *Gateway) enforcement(f stack.Function) *enforcementJSON {
 	if f.Limits.CPU != "" {
 		e.CPU = &enforcedJSON{Value: f.Limits.CPU, Enforced: true}
 		if _, err := g.limits.cpuGroups(); g.local && err != nil {
-			e.CPU = &enforcedJSON{Value: f.Limits.CPU, Reason: fmt.Sprintf("%s (%v)", reasonCPU, err)}
+			e.CPU = &enforcedJSON{Value: f.Limits.CPU, Reason: cannotHonour("limits.cpu", cpulimit.CPU, err).Error()}
 		}
 	}
 	if !f.Requests.IsZero() {
-		e.Requests = &enforcedJSON{Value: fmt.Sprintf("memory=%s cpu=%s", f.Requests.Memory, f.Requests.CPU), Reason: reasonReq}
+		e.Requests = g.requestsEnforcement(f)
 	}
 	g.limits.mu.Lock()
 	if c := g.limits.byFn[f.Qualified()]; c != nil {
