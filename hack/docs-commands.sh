@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Runs the ```sh blocks of the user-facing pages in order, as written, from
+# a fresh copy of this work tree built in a temporary folder, and prints
+# PASS, FAIL or SKIP for each with its file and line, then a summary line.
+#
+#   hack/docs-commands.sh                         # docs/platform.md and docs/platform-kubernetes.md
+#   hack/docs-commands.sh docs/platform.md        # one page
+#   DOCS_BLOCK=docs/platform.md:17 hack/docs-commands.sh   # one block
+#
+# A block runs as written unless HTML comments on the lines right above its
+# fence say otherwise (the page shows the reason to its readers too):
+#   <!-- docs-commands: skip REASON -->            not run, REASON printed
+#   <!-- docs-commands: cluster -->                needs the cached control
+#       plane (waits up to DOCS_CLUSTER_WAIT seconds for it, never builds
+#       it); `bin/gantry cluster down` runs after the block, pass or fail
+#   <!-- docs-commands: append PREFIX :: ARGS :: REASON -->
+#       ARGS are added at the end of every line that starts with PREFIX
+#       (before a trailing `# comment`, `>` or `&`): a later flag wins, so
+#       a two-minute measurement runs for seconds, everything else as written
+# Every loopback port the page names (127.0.0.1:8080, :9090) is replaced by
+# a free one; the gateway's state, TMPDIR and outputs stay in the temporary
+# folder; a block's background jobs get SIGINT, then SIGTERM, then SIGKILL
+# when it ends; nothing is left running.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+pages=("$@")
+[ ${#pages[@]} -gt 0 ] || pages=(docs/platform.md docs/platform-kubernetes.md)
+block_timeout=${DOCS_BLOCK_TIMEOUT:-900}
+cluster_wait=${DOCS_CLUSTER_WAIT:-3600}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gantry-docs.XXXXXX")
+clone=$work/src
+cleanup() {
+	# a block's own trap stops its jobs; this catches an interrupted run
+	[ -x "$clone/bin/gantry" ] && [ -n "${KUBECONFIG:-}" ] && "$clone/bin/gantry" cluster down >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'echo "interrupted"; exit 130' INT TERM
+
+say() { printf '%s\n' "$*"; }
+
+# A fresh copy: the tracked files of the work tree as they are now (edits
+# not yet committed included), nothing else (no bin/, out/ or caches).
+say "copying $(git -C "$repo" ls-files | wc -l) tracked files to $clone"
+mkdir -p "$clone" "$work/tmp" "$work/state"
+(cd "$repo" && git ls-files -z | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$clone" || exit 1
+(cd "$clone" && git init -q && git add -A && git -c user.name=docs -c user.email=docs@localhost commit -qm copy) || exit 1
+say "building bin/gantry and bin/gantry-fn (go build, full binary)"
+build_start=$SECONDS
+if ! (cd "$clone" && nice -n 10 go build -o bin/ ./cmd/gantry ./examples/functions/cmd/gantry-fn); then
+	say "FAIL build"
+	exit 1
+fi
+build_took=$((SECONDS - build_start))
+say "built in ${build_took} s"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# blocks PAGE prints one record per ```sh block: LINE<TAB>MARKERS, markers
+# being the docs-commands comments right above the fence joined by \x1f.
+blocks() {
+	awk '
+		/^<!-- docs-commands: .* -->$/ { m = (m == "" ? "" : m "\x1f") substr($0, 21, length($0) - 24); next }
+		$0 == "```sh" { print NR "\t" m }
+		{ m = "" }' "$1"
+}
+
+# block_body PAGE LINE prints the block whose fence is at LINE.
+block_body() { awk -v s="$2" 'NR > s && /^```/ { exit } NR > s { print }' "$1"; }
+
+# apply_append PREFIX ARGS adds ARGS to every stdin line starting with PREFIX.
+apply_append() {
+	awk -v p="$1" -v a="$2" '
+		index($0, p) == 1 {
+			line = $0; tail = ""
+			if (match(line, / +#[^'"'"'"]*$/)) { tail = substr(line, RSTART); line = substr(line, 1, RSTART - 1) }
+			if (match(line, / *(>[^'"'"'"]*|&)$/)) { tail = substr(line, RSTART) tail; line = substr(line, 1, RSTART - 1) }
+			print line " " a tail; next
+		}
+		{ print }'
+}
+
+wait_for_controlplane() {
+	local waited=0
+	until ls "$HOME"/.cache/gantry/controlplane/*/bin/kubectl >/dev/null 2>&1; do
+		[ "$waited" -ge "$cluster_wait" ] && return 1
+		[ $((waited % 300)) -eq 0 ] && say "  waiting for the control plane build (~/.cache/gantry/controlplane)"
+		sleep 30
+		waited=$((waited + 30))
+	done
+}
+
+pass=0 fail=0 skip=0 failed=()
+run_start=$SECONDS
+say "load before: $(uptime)"
+for page in "${pages[@]}"; do
+	while IFS=$'\t' read -r line markers; do
+		id="$page:$line"
+		[ -n "${DOCS_BLOCK:-}" ] && [ "$DOCS_BLOCK" != "$id" ] && continue
+		body=$(block_body "$clone/$page" "$line")
+		cluster=0 skip_reason=""
+		IFS=$'\x1f' read -ra ms <<<"$markers"
+		for m in "${ms[@]}"; do
+			case "$m" in
+			skip\ *) skip_reason=${m#skip } ;;
+			cluster) cluster=1 ;;
+			append\ *)
+				spec=${m#append }
+				prefix=${spec%% :: *}
+				rest=${spec#* :: }
+				args=${rest%% :: *}
+				body=$(apply_append "$prefix" "$args" <<<"$body")
+				;;
+			*) say "FAIL $id: unknown docs-commands marker '$m'"; fail=$((fail + 1)); failed+=("$id"); continue 2 ;;
+			esac
+		done
+		if [ -n "$skip_reason" ]; then
+			say "SKIP $id: $skip_reason"
+			skip=$((skip + 1))
+			continue
+		fi
+		if [ "$cluster" = 1 ] && ! wait_for_controlplane; then
+			say "SKIP $id: the control plane is not in ~/.cache/gantry (make controlplane builds it)"
+			skip=$((skip + 1))
+			continue
+		fi
+		gw=$(free_port) ctl=$(free_port)
+		body=${body//127.0.0.1:8080/127.0.0.1:$gw}
+		body=${body//127.0.0.1:9090/127.0.0.1:$ctl}
+		script=$work/block-${line}.sh log=$work/block-${line}.log
+		{
+			printf 'set -euo pipefail\ncd %q\n' "$clone"
+			printf 'export TMPDIR=%q XDG_STATE_HOME=%q\n' "$work/tmp" "$work/state/$line"
+			# stop what the block left running: as a user's Ctrl-C, then harder
+			printf '%s\n' 'stop_jobs() { local rc=$? p; for p in $(jobs -p); do kill -INT "$p" 2>/dev/null; done
+  for i in $(seq 100); do [ -z "$(jobs -pr)" ] && break; sleep 0.1; done
+  for p in $(jobs -pr); do kill -TERM -- -"$p" "$p" 2>/dev/null; done; sleep 1
+  for p in $(jobs -pr); do kill -KILL -- -"$p" "$p" 2>/dev/null; done'
+			[ "$cluster" = 1 ] && printf '  bin/gantry cluster down >/dev/null 2>&1 || true\n'
+			printf '  exit $rc; }\ntrap stop_jobs EXIT\nset -m\n'
+			printf '%s\n' "$body"
+		} >"$script"
+		start=$SECONDS
+		timeout -s INT -k 30 "$block_timeout" nice -n 10 bash "$script" >"$log" 2>&1 </dev/null
+		rc=$?
+		took=$((SECONDS - start))
+		if [ "$rc" -eq 0 ]; then
+			say "PASS $id (${took} s)"
+			pass=$((pass + 1))
+		else
+			say "FAIL $id (exit $rc after ${took} s); the block as run and its last output:"
+			sed 's/^/    | /' "$script" | tail -n +10
+			tail -n 25 "$log" | sed 's/^/    > /'
+			fail=$((fail + 1))
+			failed+=("$id")
+		fi
+	done < <(blocks "$clone/$page")
+done
+say "load after: $(uptime)"
+say "blocks: ${pass} passed, ${fail} failed, ${skip} skipped in $((SECONDS - run_start)) s (build ${build_took} s before)"
+[ ${#failed[@]} -eq 0 ] || say "failed: ${failed[*]}"
+say "${pass} passed, ${fail} failed"
+[ "$fail" -eq 0 ]
