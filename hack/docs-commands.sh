@@ -18,8 +18,8 @@
 #       (before a trailing `# comment`, `>` or `&`): a later flag wins, so
 #       a two-minute measurement runs for seconds, everything else as written
 # Every loopback port the page names (127.0.0.1:8080, :9090) is replaced by
-# a free one; the gateway's state, TMPDIR and outputs stay in the temporary
-# folder; a block's background jobs get SIGINT, then SIGTERM, then SIGKILL
+# a free one; the gateway's state, the cluster's folder and the outputs stay
+# in the temporary folder; a block's background jobs get SIGINT, then SIGTERM, then SIGKILL
 # when it ends; nothing is left running.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,8 +31,11 @@ cluster_wait=${DOCS_CLUSTER_WAIT:-3600}
 work=$(mktemp -d "${TMPDIR:-/tmp}/gantry-docs.XXXXXX")
 clone=$work/src
 cleanup() {
-	# a block's own trap stops its jobs; this catches an interrupted run
-	[ -x "$clone/bin/gantry" ] && [ -n "${KUBECONFIG:-}" ] && "$clone/bin/gantry" cluster down >/dev/null 2>&1
+	# a block's own trap stops its jobs and cluster; this catches an
+	# interrupted run
+	if [ -x "$clone/bin/gantry" ] && [ -d "$work/cache/cluster" ]; then
+		GANTRY_CACHE=$work/cache "$clone/bin/gantry" cluster down >/dev/null 2>&1
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -43,7 +46,20 @@ say() { printf '%s\n' "$*"; }
 # A fresh copy: the tracked files of the work tree as they are now (edits
 # not yet committed included), nothing else (no bin/, out/ or caches).
 say "copying $(git -C "$repo" ls-files | wc -l) tracked files to $clone"
-mkdir -p "$clone" "$work/tmp" "$work/state"
+mkdir -p "$clone" "$work/state" "$work/cache"
+cache_src=${GANTRY_CACHE:-$HOME/.cache/gantry}
+
+# link_caches shows the cached control plane and Knative builds in the
+# temporary GANTRY_CACHE, whose cluster/ folder is this run's own (another
+# cluster on the machine keeps its own).
+link_caches() {
+	local d
+	for d in "$cache_src"/*/; do
+		[ -d "$d" ] || continue
+		case $(basename "$d") in cluster) continue ;; esac
+		[ -e "$work/cache/$(basename "$d")" ] || ln -s "${d%/}" "$work/cache/$(basename "$d")"
+	done
+}
 (cd "$repo" && git ls-files -z | xargs -0 tar cf - 2>/dev/null) | tar xf - -C "$clone" || exit 1
 (cd "$clone" && git init -q && git add -A && git -c user.name=docs -c user.email=docs@localhost commit -qm copy) || exit 1
 say "building bin/gantry and bin/gantry-fn (go build, full binary)"
@@ -83,12 +99,13 @@ apply_append() {
 
 wait_for_controlplane() {
 	local waited=0
-	until ls "$HOME"/.cache/gantry/controlplane/*/bin/kubectl >/dev/null 2>&1; do
+	until ls "$cache_src"/controlplane/*/bin/kubectl >/dev/null 2>&1; do
 		[ "$waited" -ge "$cluster_wait" ] && return 1
-		[ $((waited % 300)) -eq 0 ] && say "  waiting for the control plane build (~/.cache/gantry/controlplane)"
+		[ $((waited % 300)) -eq 0 ] && say "  waiting for the control plane build ($cache_src/controlplane)"
 		sleep 30
 		waited=$((waited + 30))
 	done
+	link_caches
 }
 
 pass=0 fail=0 skip=0 failed=()
@@ -121,7 +138,7 @@ for page in "${pages[@]}"; do
 			continue
 		fi
 		if [ "$cluster" = 1 ] && ! wait_for_controlplane; then
-			say "SKIP $id: the control plane is not in ~/.cache/gantry (make controlplane builds it)"
+			say "SKIP $id: no control plane in $cache_src after ${cluster_wait} s (make controlplane builds it)"
 			skip=$((skip + 1))
 			continue
 		fi
@@ -131,9 +148,13 @@ for page in "${pages[@]}"; do
 		script=$work/block-${line}.sh log=$work/block-${line}.log
 		{
 			printf 'set -euo pipefail\ncd %q\n' "$clone"
-			printf 'export TMPDIR=%q XDG_STATE_HOME=%q\n' "$work/tmp" "$work/state/$line"
+			# the gateway's state and a cluster's folder in the temporary
+			# folder; TMPDIR is left alone: process nodes claim their pod
+			# addresses in a folder there that every cluster on the machine
+			# shares
+			printf 'export XDG_STATE_HOME=%q GANTRY_CACHE=%q\n' "$work/state/$line" "$work/cache"
 			# stop what the block left running: as a user's Ctrl-C, then harder
-			printf '%s\n' 'stop_jobs() { local rc=$? p; for p in $(jobs -p); do kill -INT "$p" 2>/dev/null; done
+			printf '%s\n' 'stop_jobs() { local rc=$? p; set +e; for p in $(jobs -p); do kill -INT "$p" 2>/dev/null; done
   for i in $(seq 100); do [ -z "$(jobs -pr)" ] && break; sleep 0.1; done
   for p in $(jobs -pr); do kill -TERM -- -"$p" "$p" 2>/dev/null; done; sleep 1
   for p in $(jobs -pr); do kill -KILL -- -"$p" "$p" 2>/dev/null; done'
