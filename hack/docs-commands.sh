@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the ```sh blocks of the user-facing pages in order, as written, from
 # a fresh copy of this work tree built in a temporary folder, and prints
-# PASS, FAIL or SKIP for each with its file and line, then a summary line.
+# PASS, FAIL or SKIP for each with its file and line, checks that every
+# test name and repository path the pages give exists, then a summary line.
 #
 #   hack/docs-commands.sh                         # docs/platform.md and docs/platform-kubernetes.md
 #   hack/docs-commands.sh docs/platform.md        # one page
@@ -178,6 +179,26 @@ for page in "${pages[@]}"; do
 		fi
 	done < <(blocks "$clone/$page")
 done
+# check_references: every test a page names (Test..., Benchmark..., also
+# as a -run prefix) is a test function, and every path it names exists.
+check_references() {
+	local page=$1 n p missing=()
+	for n in $(grep -oE '\b(Test|Benchmark)[A-Z][A-Za-z0-9_]+' "$clone/$page" | sort -u); do
+		grep -rqE "func $n[A-Za-z0-9_]*\(" --include='*_test.go' "$clone" || missing+=("$n")
+	done
+	for p in $(grep -oE '(\./|`)(pkg|cmd|internal|examples|hack|config|docs)/[A-Za-z0-9_/.-]*[A-Za-z0-9_]' "$clone/$page" | sed 's/^[.`]\/\?//' | sort -u); do
+		[ -e "$clone/$p" ] || missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		say "PASS $page: every test and path it names exists"
+		pass=$((pass + 1))
+	else
+		say "FAIL $page: names what the tree does not have: ${missing[*]}"
+		fail=$((fail + 1))
+		failed+=("$page:references")
+	fi
+}
+[ -n "${DOCS_BLOCK:-}" ] || for page in "${pages[@]}"; do check_references "$page"; done
 say "load after: $(uptime)"
 say "blocks: ${pass} passed, ${fail} failed, ${skip} skipped in $((SECONDS - run_start)) s (build ${build_took} s before)"
 [ ${#failed[@]} -eq 0 ] || say "failed: ${failed[*]}"
