@@ -40,7 +40,30 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'echo "interrupted"; exit 130' INT TERM
+# SIGINT or SIGTERM: the running block gets it (through timeout, which
+# passes it to the block's process group), then the EXIT trap cleans up.
+block_pid=""
+# running: the process exists and is not a zombie waiting to be reaped
+running() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null)
+	[ -n "$st" ] && [ "${st#Z}" = "$st" ]
+}
+interrupted() {
+	echo "interrupted"
+	if [ -n "$block_pid" ]; then
+		# to its process group (timeout's, or the build's own): INT as a
+		# user's Ctrl-C, then TERM, then KILL; a build at once (it has
+		# nothing to save, and go build ignores INT in the background)
+		local sig i
+		for sig in $block_signals; do
+			kill -"$sig" -- -"$block_pid" "$block_pid" 2>/dev/null
+			for i in $(seq 20); do running "$block_pid" || break 2; sleep 0.1; done
+		done
+	fi
+	exit 130
+}
+trap interrupted INT TERM
 
 say() { printf '%s\n' "$*"; }
 
@@ -65,7 +88,12 @@ link_caches() {
 (cd "$clone" && git init -q && git add -A && git -c user.name=docs -c user.email=docs@localhost commit -qm copy) || exit 1
 say "building bin/gantry and bin/gantry-fn (go build, full binary)"
 build_start=$SECONDS
-if ! (cd "$clone" && nice -n 10 go build -o bin/ ./cmd/gantry ./examples/functions/cmd/gantry-fn); then
+(cd "$clone" && exec setsid nice -n 10 go build -o bin/ ./cmd/gantry ./examples/functions/cmd/gantry-fn) &
+block_pid=$! block_signals=KILL
+wait "$block_pid"
+build_rc=$?
+block_pid=""
+if [ "$build_rc" -ne 0 ]; then
 	say "FAIL build"
 	exit 1
 fi
@@ -164,8 +192,13 @@ for page in "${pages[@]}"; do
 			printf '%s\n' "$body"
 		} >"$script"
 		start=$SECONDS
-		timeout -s INT -k 30 "$block_timeout" nice -n 10 bash "$script" >"$log" 2>&1 </dev/null
+		# in the background, so that a signal to this script is handled at
+		# once rather than after the block
+		timeout -s INT -k 30 "$block_timeout" nice -n 10 bash "$script" >"$log" 2>&1 </dev/null &
+		block_pid=$! block_signals="INT TERM KILL"
+		wait "$block_pid"
 		rc=$?
+		block_pid=""
 		took=$((SECONDS - start))
 		if [ "$rc" -eq 0 ]; then
 			say "PASS $id (${took} s)"
