@@ -34,9 +34,9 @@ type Prepared struct {
 
 // refusal is LocalRefusal, except that with a hook set the secrets, limits
 // and requests are the hook's: the gateway's hands each instance its
-// secrets, enforces the memory limit and the CPU limit (refusing the CPU
-// limit through the deploy check where it cannot) and reports the
-// requests as not enforced, with the reason.
+// secrets, enforces the memory limit, and puts the instance in a cgroup
+// for the CPU limit and the CPU and memory requests (refusing them through
+// the deploy check where it can create none).
 func (l *Local) refusal(f stack.Function) error {
 	l.mu.Lock()
 	hooked := l.hook != nil
