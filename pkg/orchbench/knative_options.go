@@ -65,6 +65,15 @@ type KnativeOptions struct {
 	// (--kubeconfig and the --knative ones are added); empty runs it in
 	// this process (Options.Controller), as the tests do.
 	ControllerCommand []string
+	// Floor runs the floor responder in both arms (knative_floor.go): one
+	// cheap write answering each trigger, the fastest any controller could
+	// start processing under the case's load.
+	Floor bool
+	// TrafficAtBurst starts each iteration's traffic when an interference
+	// burst is due (the first at or after Warmup), in both arms alike, so
+	// that the KPA's first scale-ups from zero meet a burst being
+	// absorbed; off, the traffic starts Warmup after the grid.
+	TrafficAtBurst bool
 }
 
 // Knative's request-path bounds.
@@ -92,6 +101,7 @@ func DefaultKnativeOptions() KnativeOptions {
 		RequestTimeout:       30 * time.Second,
 		Warmup:               2 * time.Second,
 		ContinuousPeriod:     time.Second,
+		Floor:                true,
 	}
 }
 
@@ -137,6 +147,11 @@ func (o Options) validateKnative() error {
 		return fmt.Errorf("knative: at most %d services (each is pods of two processes on one machine), got %d", MaxKnativeServices, o.Services)
 	case k.Function == "" || k.Domain == "":
 		return fmt.Errorf("knative: function and domain must be set")
+	}
+	for _, c := range o.Cases {
+		if at := trafficStart(k.Warmup, o.knPacing(c).every(c), k.TrafficAtBurst); at >= o.Iteration {
+			return fmt.Errorf("knative: %s/%d's traffic would start at %v (--traffic-at-burst: the first burst due at or after the warm-up), not within the %v iteration", c.Mode, c.Burst, at, o.Iteration)
+		}
 	}
 	for _, c := range o.Controllers {
 		if !slices.Contains(KnativeControllers, c) {
