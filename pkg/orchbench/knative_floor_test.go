@@ -128,3 +128,22 @@ func TestFloorStatsAllowedReduction(t *testing.T) {
 		t.Fatal("a floor from no samples")
 	}
 }
+
+func TestFloorCostIsTheConfigMapPatchesShare(t *testing.T) {
+	d := func(verb, resource string, count, sum float64) *metricDelta {
+		return &metricDelta{family: "apiserver_request_duration_seconds", labels: map[string]string{"verb": verb, "resource": resource}, count: count, sum: sum}
+	}
+	deltas := map[string]*metricDelta{
+		"a": d("PATCH", "configmaps", 10, 1),
+		"b": d("PUT", "pods", 90, 9),
+		"c": d("WATCH", "pods", 1000, 5000), // long-lived: not a request's time
+		"d": {family: "etcd_request_duration_seconds", labels: map[string]string{"verb": "PATCH"}, count: 50, sum: 50},
+	}
+	req, tm := floorCost(deltas)
+	if req != 0.1 || tm != 0.1 {
+		t.Fatalf("shares %v %v, want 0.1 and 0.1", req, tm)
+	}
+	if req, tm := floorCost(nil); req != 0 || tm != 0 {
+		t.Fatal("a share of nothing")
+	}
+}
