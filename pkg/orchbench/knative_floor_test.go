@@ -53,12 +53,25 @@ func TestTrafficAtBurstStartsOnTheGrid(t *testing.T) {
 		at     bool
 		want   time.Duration
 	}{{2 * time.Second, false, 2 * time.Second}, {2 * time.Second, true, 10 * time.Second}, {0, true, 0}, {10 * time.Second, true, 10 * time.Second}, {11 * time.Second, true, 20 * time.Second}} {
-		if got := trafficStart(c.warmup, every, c.at); got != c.want {
+		if got := trafficStart(c.warmup, every, c.at, 0); got != c.want {
 			t.Errorf("warm-up %v at burst %v: %v, want %v", c.warmup, c.at, got, c.want)
 		}
 	}
-	if got := trafficStart(3*time.Second, 0, true); got != 3*time.Second {
+	if got := trafficStart(3*time.Second, 0, true, 0); got != 3*time.Second {
 		t.Errorf("no grid: %v, want the warm-up", got)
+	}
+	// A lead starts the traffic before the burst, never before the warm-up.
+	for _, c := range []struct{ warmup, lead, want time.Duration }{
+		{2 * time.Second, 2 * time.Second, 8 * time.Second},
+		{2 * time.Second, 9 * time.Second, 11 * time.Second},
+		{0, 2 * time.Second, 8 * time.Second},
+	} {
+		if got := trafficStart(c.warmup, every, true, c.lead); got != c.want {
+			t.Errorf("warm-up %v lead %v: %v, want %v", c.warmup, c.lead, got, c.want)
+		}
+	}
+	if got := trafficStart(2*time.Second, every, false, 2*time.Second); got != 2*time.Second {
+		t.Errorf("a lead without --traffic-at-burst moved the traffic to %v", got)
 	}
 }
 
@@ -73,6 +86,10 @@ func TestTrafficAtBurstMustStartWithinTheIteration(t *testing.T) {
 	o.Iteration = 10 * time.Second
 	if err := o.validateKnative(); err == nil {
 		t.Fatal("traffic at 10 s in a 10 s iteration accepted")
+	}
+	o.Iteration, o.KN.TrafficAtBurst, o.KN.TrafficLead = 30*time.Second, false, time.Second
+	if err := o.validateKnative(); err == nil {
+		t.Fatal("a traffic lead without --traffic-at-burst accepted")
 	}
 }
 

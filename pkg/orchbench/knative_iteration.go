@@ -102,7 +102,7 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 		churned <- churnLoop(ctx, ictx, w.target, c, rep, p)
 	})
 	stopProgress := k.knProgress(ictx, w, c, rep, start, tr)
-	if ctxtime.Sleep(ictx, trafficStart(k.opts.KN.Warmup, k.opts.knPacing(c).every(c), k.opts.KN.TrafficAtBurst)) == nil {
+	if ctxtime.Sleep(ictx, trafficStart(k.opts.KN.Warmup, k.opts.knPacing(c).every(c), k.opts.KN.TrafficAtBurst, k.opts.KN.TrafficLead)) == nil {
 		tr.run(ctx, ictx, hosts, k.opts.KN.Rate)
 	}
 	wg.Wait()

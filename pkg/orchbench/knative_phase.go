@@ -134,13 +134,16 @@ func (p *phaseSamples) add(ats []time.Time, start time.Time, every time.Duration
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // trafficStart is when an iteration's traffic starts after the
-// interference's: the warm-up, or with atBurst the first burst due at or
-// after it.
-func trafficStart(warmup, every time.Duration, atBurst bool) time.Duration {
+// interference's: the warm-up, or with atBurst lead before the first
+// burst due at or after warmup+lead (lead 0: with that burst). The KPA
+// writes its first scale from zero a second or more after the first
+// request (the activator's stat, the autoscaler's tick), so a lead of
+// that much makes its triggers meet the burst.
+func trafficStart(warmup, every time.Duration, atBurst bool, lead time.Duration) time.Duration {
 	if !atBurst || every <= 0 {
 		return warmup
 	}
-	return (warmup + every - 1) / every * every
+	return (warmup+lead+every-1)/every*every - lead
 }
 
 // recordPhases places the iteration's triggers (the KPA's /scale write's
