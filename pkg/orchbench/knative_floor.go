@@ -287,9 +287,9 @@ func (r *Report) writeFloor(b *strings.Builder) {
 		}
 	}
 	if len(r.TriggerPhase) > 0 {
-		b.WriteString("\n## Where the triggers fell on the interference's grid\n\n| controller | mode | burst | period ms | phase p50 ms | phase p95 ms | during a burst | after | burst absorbed p50 ms | traffic at a burst |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString("\n## Where the triggers fell on the interference's grid\n\n| controller | mode | burst | period ms | phase p50 ms | phase p95 ms | during a burst | after | burst absorbed p50 ms | traffic at a burst (lead ms) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, p := range r.TriggerPhase {
-			fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.0f | %.0f | %d | %d | %.0f | %v |\n", p.Controller, p.Mode, p.Burst, p.PeriodMs, p.Phase.P50, p.Phase.P95, p.DuringBurst, p.AfterBurst, p.Absorbed.P50, p.TrafficAtBurst)
+			fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.0f | %.0f | %d | %d | %.0f | %v (%.0f) |\n", p.Controller, p.Mode, p.Burst, p.PeriodMs, p.Phase.P50, p.Phase.P95, p.DuringBurst, p.AfterBurst, p.Absorbed.P50, p.TrafficAtBurst, p.TrafficLeadMs)
 		}
 	}
 }

@@ -102,7 +102,8 @@ type PhaseStats struct {
 	Absorbed    Summary `json:"absorbed"`
 	// TrafficAtBurst says the traffic started when a burst was due
 	// (--traffic-at-burst).
-	TrafficAtBurst bool `json:"traffic_at_burst"`
+	TrafficAtBurst bool    `json:"traffic_at_burst"`
+	TrafficLeadMs  float64 `json:"traffic_lead_ms"`
 }
 
 // phaseSamples gathers one arm's phases in one case.
@@ -112,6 +113,7 @@ type phaseSamples struct {
 	during, after  int
 	absorbed       []float64
 	trafficAtBurst bool
+	trafficLead    time.Duration
 }
 
 // add records triggers at ats against the grid (start, every) and the
@@ -163,7 +165,7 @@ func (k *knRun) recordPhases(w *knWorld, key churnKey, events []auditEvent, trig
 	}
 	ps := k.phases[key]
 	if ps == nil {
-		ps = &phaseSamples{trafficAtBurst: k.opts.KN.TrafficAtBurst}
+		ps = &phaseSamples{trafficAtBurst: k.opts.KN.TrafficAtBurst, trafficLead: k.opts.KN.TrafficLead}
 		k.phases[key] = ps
 	}
 	var these phaseSamples
@@ -183,7 +185,7 @@ func (k *knRun) phaseList() []PhaseStats {
 		for _, ctl := range k.opts.Controllers {
 			if ps := k.phases[churnKey{ctl, c}]; ps != nil {
 				out = append(out, PhaseStats{Controller: ctl, Mode: c.Mode, Burst: c.Burst, PeriodMs: durMs(ps.period),
-					Phase: Summarize(ps.phases), DuringBurst: ps.during, AfterBurst: ps.after, Absorbed: Summarize(ps.absorbed), TrafficAtBurst: ps.trafficAtBurst})
+					Phase: Summarize(ps.phases), DuringBurst: ps.during, AfterBurst: ps.after, Absorbed: Summarize(ps.absorbed), TrafficAtBurst: ps.trafficAtBurst, TrafficLeadMs: durMs(ps.trafficLead)})
 			}
 		}
 	}
