@@ -449,7 +449,10 @@ func (k *knRun) setupWorld(ctx context.Context, ctl string) (*knWorld, error) {
 			return w, err
 		}
 	}
-	if k.opts.KN.Floor {
+	if k.opts.KN.Floor && k.audit == nil {
+		k.logf("   %s: no floor: it is timed in the audit log of a control plane the run starts, not on --kubeconfig's", ctl)
+	}
+	if k.opts.KN.Floor && k.audit != nil {
 		f, err := newFloorResponder(ctx, k.cfg, w.svcNS, k.opts.Services)
 		if err != nil {
 			return w, err
