@@ -1,10 +1,9 @@
 package orchbench
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var grid0 = time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
@@ -93,37 +92,26 @@ func TestTrafficAtBurstMustStartWithinTheIteration(t *testing.T) {
 	}
 }
 
-func auditAt(at time.Time) metav1.MicroTime { return metav1.NewMicroTime(at) }
+// parseAuditLine parses one audit log line as the reader does.
+func parseAuditLine(t *testing.T, line string) auditEvent {
+	t.Helper()
+	var e auditEvent
+	if err := json.Unmarshal([]byte(line), &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
 
 func TestAuditFloorJoinsTheAnswerToItsTrigger(t *testing.T) {
 	trig := &knTrigger{rev: "r", target: "r-deployment", gen: 3, at: grid0.Add(time.Second)}
-	scale := auditEvent{Verb: "patch"}
-	scale.ObjectRef = &struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		Subresource string `json:"subresource"`
-	}{Resource: "deployments", Name: "r-deployment", Subresource: "scale"}
-	scale.Received, scale.Done = auditAt(grid0), auditAt(grid0.Add(100*time.Millisecond))
-	answer := func(key string, received time.Duration) auditEvent {
-		e := auditEvent{Verb: "patch"}
-		e.ObjectRef = &struct {
-			Resource    string `json:"resource"`
-			Namespace   string `json:"namespace"`
-			Name        string `json:"name"`
-			Subresource string `json:"subresource"`
-		}{Resource: "configmaps", Name: floorConfigMap(1)}
-		e.RequestObject = &struct {
-			Metadata struct {
-				Labels      map[string]string `json:"labels"`
-				Annotations map[string]string `json:"annotations"`
-			} `json:"metadata"`
-		}{}
-		e.RequestObject.Metadata.Annotations = map[string]string{floorAnnotation: key}
-		e.Received, e.Done = auditAt(grid0.Add(received)), auditAt(grid0.Add(received+time.Millisecond))
-		return e
+	scale := parseAuditLine(t, `{"verb":"patch","objectRef":{"resource":"deployments","name":"r-deployment","subresource":"scale"},
+		"requestReceivedTimestamp":"2026-12-03T07:00:00.000000Z","stageTimestamp":"2026-12-03T07:00:00.100000Z"}`)
+	answer := func(key, received string) auditEvent {
+		return parseAuditLine(t, `{"verb":"patch","objectRef":{"resource":"configmaps","name":"`+floorConfigMap(1)+`"},
+			"requestObject":{"metadata":{"annotations":{"`+floorAnnotation+`":"`+key+`"}}},
+			"requestReceivedTimestamp":"2026-12-03T07:00:00.`+received+`Z","stageTimestamp":"2026-12-03T07:00:00.900000Z"}`)
 	}
-	events := []auditEvent{scale, answer("r-deployment/2", 150*time.Millisecond), answer("r-deployment/3", 180*time.Millisecond)}
+	events := []auditEvent{scale, answer("r-deployment/2", "150000"), answer("r-deployment/3", "180000")}
 	got, ok := auditFloor(events, trig)
 	if !ok || got != 80 {
 		t.Fatalf("floor %v %v, want 80 ms (the generation-3 answer's reception after the write's completion)", got, ok)
