@@ -66,8 +66,11 @@ type KnativeOptions struct {
 	// this process (Options.Controller), as the tests do.
 	ControllerCommand []string
 	// Floor runs the floor responder in both arms (knative_floor.go): one
-	// cheap write answering each trigger, the fastest any controller could
-	// start processing under the case's load.
+	// cheap write answering each trigger, how fast a controller that
+	// watches and writes once can start processing under the case's load.
+	// Off by default: its writes come at the moment the controllers'
+	// do, and one run without it could not tell its cost from the
+	// machine's load (docs/knative.md).
 	Floor bool
 	// TrafficAtBurst starts each iteration's traffic when an interference
 	// burst is due (the first at or after Warmup), in both arms alike, so
@@ -104,7 +107,6 @@ func DefaultKnativeOptions() KnativeOptions {
 		RequestTimeout:       30 * time.Second,
 		Warmup:               2 * time.Second,
 		ContinuousPeriod:     time.Second,
-		Floor:                true,
 	}
 }
 
