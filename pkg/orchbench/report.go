@@ -79,8 +79,9 @@ type Report struct {
 	// iterations (knative_apiserver.go), on a control plane the run starts.
 	APIServer []APIServerSeries `json:"apiserver,omitempty"`
 	// Floor is, per arm and case, the floor responder's time from the
-	// KPA's trigger to its one write (knative_floor.go): the fastest any
-	// controller could start processing under that load, and the
+	// KPA's trigger to its one write (knative_floor.go): how fast a
+	// controller that only watches and writes once starts processing under
+	// that load, and the
 	// reduction of vanilla's starts processing median it would allow.
 	Floor []FloorStats `json:"floor,omitempty"`
 	// TriggerPhase is where each arm's triggers fell on the
