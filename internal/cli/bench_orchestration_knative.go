@@ -32,6 +32,9 @@ func (k *knativeBenchFlags) register(cmd *cobra.Command, opts *orchbench.Options
 	f.DurationVar(&opts.KN.Warmup, "warmup", opts.KN.Warmup, "--knative: interference before the traffic starts in each iteration")
 	f.DurationVar(&opts.KN.ContinuousPeriod, "continuous-period", opts.KN.ContinuousPeriod, "--knative: continuous cases send a burst of N every period (N/period objects/s) in both arms alike; 0 sends them back to back, as fast as each arm's API server takes its own objects (unequal arms; the run warns); --churn-rate wins")
 	f.DurationVar(&opts.KN.ScaleToZeroGrace, "scale-to-zero-grace", 0, "--knative: Knative's scale-to-zero-grace-period in both arms (0: Knative's 30 s); shortens --fresh-services=false's wait between iterations, the scale-up decisions unchanged")
+	f.BoolVar(&opts.KN.Floor, "floor", opts.KN.Floor, "--knative: a responder in both arms answers each KPA trigger with one ConfigMap patch, timed in the audit log: how fast a controller that only watches and writes once starts processing under the case's load (the report's floor; off by default, docs/knative.md says why)")
+	f.BoolVar(&opts.KN.TrafficAtBurst, "traffic-at-burst", false, "--knative: start each iteration's traffic when an interference burst is due (the first at or after --warmup), in both arms alike, so the first scale-ups from zero meet a burst being absorbed")
+	f.DurationVar(&opts.KN.TrafficLead, "traffic-lead", 0, "--knative with --traffic-at-burst: start the traffic this long before the burst is due instead of with it (the KPA writes its first scale from zero a second or more after the first request)")
 	f.StringVar(&opts.KN.Ingress, "knative-ingress", "", "--knative with --kubeconfig: the cluster's Knative ingress, host:port ($GANTRY_INGRESS without http://)")
 	f.StringVar(&opts.KN.Domain, "knative-domain", knativeinstall.DefaultDomain, "--knative: the cluster's domain of Knative Services")
 }
@@ -48,7 +51,7 @@ const knativeFairArgs = "--kube-api-qps=20 --kube-api-burst=30 --critical-kube-a
 // knativeRefused those a Knative run has no use for: Knative's KPA, not
 // the benchmark, decides the replicas and when to scale.
 var (
-	knativeOnly    = []string{"fresh-services", "rate", "container-concurrency", "max-scale", "function", "request-timeout", "warmup", "continuous-period", "scale-to-zero-grace", "knative-ingress", "knative-domain"}
+	knativeOnly    = []string{"fresh-services", "rate", "container-concurrency", "max-scale", "function", "request-timeout", "warmup", "continuous-period", "scale-to-zero-grace", "knative-ingress", "knative-domain", "floor", "traffic-at-burst", "traffic-lead"}
 	knativeRefused = []string{"replicas", "gap"}
 )
 

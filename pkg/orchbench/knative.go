@@ -52,6 +52,13 @@ type knRun struct {
 	triggers map[churnKey]*TriggerStats
 	// lastTriggers is the last iteration's count, for its progress line.
 	lastTriggers int
+	// floor gathers the floor responder's times per case
+	// (knative_floor.go); phases where the triggers fell on the
+	// interference's grid (knative_phase.go), whose pod creates churnLog
+	// reads from the audit log.
+	floor    map[churnKey]*floorSamples
+	phases   map[churnKey]*phaseSamples
+	churnLog *auditReader
 	// clusterKubeconfig is the local control plane's, when the run
 	// started one.
 	clusterKubeconfig string
@@ -88,7 +95,8 @@ func runKnative(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, missed: map[missKey]int{}, churned: map[churnKey]*Churn{}, patches: map[churnKey][]float64{},
 		started: time.Now(), traces: newTraceStore(), parts: map[churnKey]map[string][]float64{}}
 	k := &knRun{runner: r, requests: map[churnKey]*RequestStats{}, triggers: map[churnKey]*TriggerStats{}, auditMissed: map[missKey]int{}, kcm: map[churnKey]*ControllerManagerStats{},
-		auditParts: map[churnKey]map[string][]float64{}, auditWriters: map[churnKey]map[string][]float64{}, auditWatches: map[churnKey]map[string][]float64{}, apiserver: map[churnKey]map[string]*metricDelta{}}
+		auditParts: map[churnKey]map[string][]float64{}, auditWriters: map[churnKey]map[string][]float64{}, auditWatches: map[churnKey]map[string][]float64{}, apiserver: map[churnKey]map[string]*metricDelta{},
+		floor: map[churnKey]*floorSamples{}, phases: map[churnKey]*phaseSamples{}}
 	// Repetitions are rounds: each runs every arm once, on a control
 	// plane of its own, every case once; one --quick run's medians move
 	// severalfold between identical runs, and interleaving the arms
@@ -118,6 +126,8 @@ rounds:
 	rep.AuditParts, rep.AuditWriters = k.auditPartList()
 	rep.AuditWatches = k.auditWatchList()
 	rep.APIServer = k.apiserverList()
+	rep.Floor = k.floorList()
+	rep.TriggerPhase = k.phaseList()
 	rep.PerRepetition = append(perRepetition(opts, k.auditSamples, "audit", []Stage{StartsProcessing, PodsCreated}),
 		perRepetition(opts, r.samples, "watch", []Stage{StartsProcessing, PodsCreated, PodsReady})...)
 	rep.Interrupted = ctx.Err() != nil
@@ -207,7 +217,7 @@ func (k *knRun) connect(ctx context.Context, ctl string) (func(), error) {
 			_ = c.Stop()
 		}
 		k.cfg, k.ingress, k.clusterKubeconfig = c.RESTConfig(), c.KnativeIngressAddr(), c.KubeconfigPath()
-		k.audit, k.watchLog = &auditReader{path: c.AuditLogPath()}, &auditReader{path: c.AuditLogPath()}
+		k.audit, k.watchLog, k.churnLog = &auditReader{path: c.AuditLogPath()}, &auditReader{path: c.AuditLogPath()}, &auditReader{path: c.AuditLogPath()}
 		k.kcmURL = c.ControllerManagerURL()
 	}
 	k.cfg = rest.CopyConfig(k.cfg)
@@ -420,6 +430,8 @@ type knWorld struct {
 	tracker *knTracker
 	// services are the arm's Services once created (not FreshServices).
 	services []string
+	// floor is the floor's responder (nil with KN.Floor off).
+	floor *floorResponder
 }
 
 func (k *knRun) setupWorld(ctx context.Context, ctl string) (*knWorld, error) {
@@ -436,6 +448,17 @@ func (k *knRun) setupWorld(ctx context.Context, ctl string) (*knWorld, error) {
 		if err := k.createNamespace(ctx, ns); err != nil {
 			return w, err
 		}
+	}
+	if k.opts.KN.Floor && k.audit == nil {
+		k.logf("   %s: no floor: it is timed in the audit log of a control plane the run starts, not on --kubeconfig's", ctl)
+	}
+	if k.opts.KN.Floor && k.audit != nil {
+		f, err := newFloorResponder(ctx, k.cfg, w.svcNS, k.opts.Services)
+		if err != nil {
+			return w, err
+		}
+		w.floor, w.tracker.onTrigger = f, f.offer
+		go f.run(ctx)
 	}
 	return w, k.startKnWatches(ctx, w)
 }

@@ -27,7 +27,9 @@ import (
 
 // auditPolicy logs only the writes the stages need: the KPA's /scale
 // writes, the controllers' ReplicaSet and RTResource status writes, and
-// pod creates (with their labels, to tell the revision); and the watches
+// pod creates (with their labels, to tell the revision); the floor
+// responder's ConfigMap patches (with the patch, which names the trigger
+// it answers: knative_floor.go); and the watches
 // of the scale targets, whose ends name a watcher the API server cut off
 // (auditWatchEnds).
 var auditPolicy = []byte(`apiVersion: audit.k8s.io/v1
@@ -47,6 +49,11 @@ rules:
     resources: ["deployments/scale", "replicasets"]
   - group: "gantry.dev"
     resources: ["rtresources/scale", "rtresources/status"]
+- level: Request
+  verbs: ["patch"]
+  resources:
+  - group: ""
+    resources: ["configmaps"]
 - level: Metadata
   verbs: ["watch"]
   resources:
@@ -80,7 +87,8 @@ type auditEvent struct {
 	} `json:"responseStatus"`
 	RequestObject *struct {
 		Metadata struct {
-			Labels map[string]string `json:"labels"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	} `json:"requestObject"`
 	Received metav1.MicroTime `json:"requestReceivedTimestamp"`

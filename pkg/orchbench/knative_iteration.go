@@ -97,10 +97,12 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	var pace churnPace
 	kcmBefore, apiBefore := k.kcmScrape(ctx), k.apiserverScrape(ctx)
 	wg.Go(func() {
-		churned <- churnLoop(ctx, ictx, w.target, c, rep, pacing{period: k.opts.IntervalPeriod, rate: k.churnRate(c), calls: calls, pace: &pace})
+		p := k.opts.knPacing(c)
+		p.calls, p.pace = calls, &pace
+		churned <- churnLoop(ctx, ictx, w.target, c, rep, p)
 	})
 	stopProgress := k.knProgress(ictx, w, c, rep, start, tr)
-	if ctxtime.Sleep(ictx, k.opts.KN.Warmup) == nil {
+	if ctxtime.Sleep(ictx, trafficStart(k.opts.KN.Warmup, k.opts.knPacing(c).every(c), k.opts.KN.TrafficAtBurst, k.opts.KN.TrafficLead)) == nil {
 		tr.run(ctx, ictx, hosts, k.opts.KN.Rate)
 	}
 	wg.Wait()
@@ -111,7 +113,7 @@ func (k *knRun) iteration(ctx context.Context, w *knWorld, c Case, rep int) erro
 	if ctx.Err() != nil {
 		return nil
 	}
-	k.recordKnative(w, c, rep, tr)
+	k.recordKnative(w, c, rep, tr, start)
 	k.addChurnPace(w.ctl, c, objects, pace)
 	k.addKCM(w.ctl, c, kcmBefore, k.kcmScrape(ctx))
 	k.addAPIServer(w.ctl, c, apiBefore, k.apiserverScrape(ctx))
@@ -375,14 +377,20 @@ func (k *knRun) knProgress(ctx context.Context, w *knWorld, c Case, rep int, sta
 // churnRate is the continuous mode's rate, the same for both arms:
 // --churn-rate objects/s if given, else a burst every ContinuousPeriod
 // (Burst/period objects/s), else 0 (back to back, unequal arms).
-func (k *knRun) churnRate(c Case) float64 {
+func (o Options) churnRate(c Case) float64 {
 	switch {
-	case k.opts.ChurnRate > 0:
-		return k.opts.ChurnRate
-	case k.opts.KN.ContinuousPeriod > 0:
-		return float64(c.Burst) / k.opts.KN.ContinuousPeriod.Seconds()
+	case o.ChurnRate > 0:
+		return o.ChurnRate
+	case o.KN.ContinuousPeriod > 0:
+		return float64(c.Burst) / o.KN.ContinuousPeriod.Seconds()
 	}
 	return 0
+}
+
+// knPacing is a Knative case's interference schedule, the same in both
+// arms.
+func (o Options) knPacing(c Case) pacing {
+	return pacing{period: o.IntervalPeriod, rate: o.churnRate(c)}
 }
 
 // running counts the pods whose containers may still run: a pod that

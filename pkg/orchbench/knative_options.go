@@ -65,6 +65,21 @@ type KnativeOptions struct {
 	// (--kubeconfig and the --knative ones are added); empty runs it in
 	// this process (Options.Controller), as the tests do.
 	ControllerCommand []string
+	// Floor runs the floor responder in both arms (knative_floor.go): one
+	// cheap write answering each trigger, how fast a controller that
+	// watches and writes once can start processing under the case's load.
+	// Off by default: its writes come at the moment the controllers'
+	// do, and one run without it could not tell its cost from the
+	// machine's load (docs/knative.md).
+	Floor bool
+	// TrafficAtBurst starts each iteration's traffic when an interference
+	// burst is due (the first at or after Warmup), in both arms alike, so
+	// that the KPA's first scale-ups from zero meet a burst being
+	// absorbed; off, the traffic starts Warmup after the grid.
+	TrafficAtBurst bool
+	// TrafficLead, with TrafficAtBurst, starts the traffic this long
+	// before the burst instead of with it (trafficStart).
+	TrafficLead time.Duration
 }
 
 // Knative's request-path bounds.
@@ -133,10 +148,19 @@ func (o Options) validateKnative() error {
 		return fmt.Errorf("knative: continuous period must be in 0..%v, got %v", MaxContinuousPeriod, k.ContinuousPeriod)
 	case k.Warmup < 0 || k.Warmup >= o.Iteration:
 		return fmt.Errorf("knative: warm-up must be in [0, iteration), got %v", k.Warmup)
+	case k.TrafficLead < 0 || k.TrafficLead > MaxContinuousPeriod:
+		return fmt.Errorf("knative: traffic lead must be in 0..%v, got %v", MaxContinuousPeriod, k.TrafficLead)
+	case k.TrafficLead > 0 && !k.TrafficAtBurst:
+		return fmt.Errorf("knative: a traffic lead needs --traffic-at-burst")
 	case o.Services > MaxKnativeServices:
 		return fmt.Errorf("knative: at most %d services (each is pods of two processes on one machine), got %d", MaxKnativeServices, o.Services)
 	case k.Function == "" || k.Domain == "":
 		return fmt.Errorf("knative: function and domain must be set")
+	}
+	for _, c := range o.Cases {
+		if at := trafficStart(k.Warmup, o.knPacing(c).every(c), k.TrafficAtBurst, k.TrafficLead); at >= o.Iteration {
+			return fmt.Errorf("knative: %s/%d's traffic would start at %v (--traffic-at-burst: the first burst due at or after the warm-up), not within the %v iteration", c.Mode, c.Burst, at, o.Iteration)
+		}
 	}
 	for _, c := range o.Controllers {
 		if !slices.Contains(KnativeControllers, c) {

@@ -43,7 +43,7 @@ type TriggerStats struct {
 }
 
 // recordKnative turns an iteration's triggers and requests into samples.
-func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic) {
+func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic, start time.Time) {
 	foreignBy := w.tracker.takeForeign()
 	trigs, cancelled, foreign, managers := w.tracker.take()
 	key := churnKey{w.ctl, c}
@@ -68,7 +68,7 @@ func (k *knRun) recordKnative(w *knWorld, c Case, rep int, tr *traffic) {
 	if isGantry(w.ctl) {
 		k.addParts(w.ctl, c, k.breakdowns(w.svcNS, trigs))
 	}
-	k.recordAudit(w, c, rep, trigs)
+	k.recordAudit(w, c, rep, trigs, start)
 	for _, t := range trigs {
 		for st, at := range t.seen {
 			if at.IsZero() {
@@ -193,7 +193,7 @@ func (k *knRun) breakdowns(ns string, trigs []*knTrigger) []map[string]float64 {
 const auditFlush = 2 * time.Second
 
 // recordAudit times the iteration's triggers in the audit log.
-func (k *knRun) recordAudit(w *knWorld, c Case, rep int, trigs []*knTrigger) {
+func (k *knRun) recordAudit(w *knWorld, c Case, rep int, trigs []*knTrigger, start time.Time) {
 	if k.audit == nil {
 		return
 	}
@@ -212,6 +212,8 @@ func (k *knRun) recordAudit(w *knWorld, c Case, rep int, trigs []*knTrigger) {
 	for name, xs := range auditWatchEnds(k.watchLog.readWatchEnds()) {
 		k.auditWatches[key][name] = append(k.auditWatches[key][name], xs...)
 	}
+	k.recordFloor(w, key, events, trigs)
+	k.recordPhases(w, key, events, trigs, start)
 	for _, t := range trigs {
 		for name, xs := range auditParts(events, t, !isGantry(w.ctl)) {
 			k.auditParts[key][name] = append(k.auditParts[key][name], xs...)

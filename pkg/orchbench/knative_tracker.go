@@ -69,6 +69,9 @@ type knTracker struct {
 	// foreignBy counts the foreign rises by the owner of spec.replicas,
 	// e.g. "controller (Update)".
 	foreignBy map[string]int
+	// onTrigger, if set, is told of every trigger as the tracker takes it
+	// (the floor's responder); it must not block.
+	onTrigger func(service int, target string, gen int64)
 }
 
 func newKnTracker(vanilla bool) *knTracker {
@@ -155,6 +158,9 @@ func (t *knTracker) onTarget(obj any) {
 		k := &knTrigger{rev: name, target: meta.GetName(), service: rev.service, at: at, from: prev, want: r, gen: meta.GetGeneration(), manager: manager}
 		t.managers[manager]++
 		t.open = append(t.open, k)
+		if t.onTrigger != nil {
+			t.onTrigger(k.service, k.target, k.gen)
+		}
 		// The stages' own events may have arrived first (separate watches
 		// keep no order between them): they then took no time.
 		t.check(name, rev, at)

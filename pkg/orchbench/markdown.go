@@ -67,6 +67,7 @@ func (r *Report) writeMarkdown(dir string, plots []string) error {
 			fmt.Fprintf(&b, "| %s | %s | %d | client limiter | %d | %.1f | %d | - |\n", c.Controller, c.Mode, c.Burst, c.Requests, c.LimiterMeanMs, c.LimiterOver100ms)
 		}
 	}
+	r.writeFloor(&b)
 	r.writeBreakdown(&b)
 	if len(plots) > 0 {
 		b.WriteString("\n## Plots\n\n")

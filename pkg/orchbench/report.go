@@ -78,6 +78,16 @@ type Report struct {
 	// APIServer is the API server's own metrics over each case's
 	// iterations (knative_apiserver.go), on a control plane the run starts.
 	APIServer []APIServerSeries `json:"apiserver,omitempty"`
+	// Floor is, per arm and case, the floor responder's time from the
+	// KPA's trigger to its one write (knative_floor.go): how fast a
+	// controller that only watches and writes once starts processing under
+	// that load, and the
+	// reduction of vanilla's starts processing median it would allow.
+	Floor []FloorStats `json:"floor,omitempty"`
+	// TriggerPhase is where each arm's triggers fell on the
+	// interference's grid and whether its burst was still being absorbed
+	// (knative_phase.go).
+	TriggerPhase []PhaseStats `json:"trigger_phase,omitempty"`
 	// PerRepetition gives each repetition's medians and reductions, by
 	// the audit log and by the watches (repetitions.go); the runs above
 	// pool the repetitions.
