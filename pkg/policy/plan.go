@@ -37,7 +37,7 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	if window {
 		c.resize(now)
 	}
-	c.startupSize(now, window) // startup_sizing.go
+	c.startupSize(now, window, views) // startup_sizing.go
 	if c.p.arrivalBurst && c.p.periodic {
 		c.periodPrewarm(now)
 	}
