@@ -236,6 +236,7 @@ func (d *Dispatcher) finish(c *call, exec time.Duration, output float64, sample 
 		} else {
 			d.peers.Executed(fn.decl.Ref(), Sample{Size: c.size, Exec: exec, Output: max(output, minOutput)})
 		}
+		fn.g.con.Finished(now, fn.idx, d.nanos(now), c.entry) // policy.Caps.Outcomes
 	} else {
 		fn.stats.Abandoned++
 	}

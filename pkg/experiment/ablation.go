@@ -57,6 +57,8 @@ func AblationVariants() []string {
 		"gantry-no-step-end",      // no retirement at once when the seasonal prediction steps down: idle-age retirement alone
 		"gantry-no-joint-chain",   // a chain's functions sized one at a time on their SLO shares, not on a joint split of the end-to-end slack
 		"gantry-no-share-round",   // a target of at most 4 containers held whole, not time-shared between n-1 and n within ε
+		"gantry-no-startup-size",  // no sizing before the first window closes: the prewarm and the reactive rule until then
+		"gantry-miss-budget",      // the misses the driver reports fed back into ε over a 2-minute span (not in gantry)
 		"gantry-fast-fall",        // a fall of the window counts followed with weight 0.9 on bursty load (not in gantry)
 		"gantry-disp-no-bursts",   // the sizing's rate error leaves out the windows a burst alarm answered (not in gantry)
 		"gantry-bursty-alarms",    // and the burst detectors allow 360 false alarms an hour on unsteady load (not in gantry)

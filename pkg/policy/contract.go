@@ -51,6 +51,10 @@ type Caps struct {
 	// a full queue (Contract.Refused), so that the demand it sizes for
 	// includes what the queue turned away.
 	Refusals bool
+	// Outcomes: the driver tells the policy how every request left each
+	// function, late or not (Contract.Finished), and of every refusal
+	// (miss_budget.go).
+	Outcomes bool
 }
 
 // Support is what a driver can do beyond what every driver must (every
@@ -85,6 +89,7 @@ func (p parts) caps() Caps {
 		LookAhead:   p.lookAhead && p.react == reactOverload,
 		Clairvoyant: p.truth,
 		Refusals:    p.countRefused,
+		Outcomes:    p.missBudget,
 	}
 	c.Estimates = p.order != FIFO || c.Detailed
 	if p.instances != nil {
@@ -124,7 +129,8 @@ type Contract struct {
 	look   interface {
 		LookAhead(now time.Time, views []View, out []Decision)
 	}
-	refused Refuser
+	refused  Refuser
+	outcomes Outcomer
 	// lookedAt is when an arrival last ran the Look-Ahead Scaler.
 	lookedAt time.Time
 }
@@ -163,6 +169,11 @@ func NewContract(p Policy, s Support) (*Contract, error) {
 			return nil, fmt.Errorf("%w: policy %s counts refusals but has no Refused", ErrBadSpec, p.Name())
 		}
 	}
+	if c.Caps.Outcomes {
+		if c.outcomes, ok = p.(Outcomer); !ok {
+			return nil, fmt.Errorf("%w: policy %s reads outcomes but has no Outcome", ErrBadSpec, p.Name())
+		}
+	}
 	return c, nil
 }
 
@@ -178,6 +189,9 @@ type Refuser interface {
 // the instances it wants started at once, which the driver applies as it
 // applies Arrive's. Counts are fn's after the refusal.
 func (c *Contract) Refused(now time.Time, fn int, size float64, n Counts) int {
+	if c.outcomes != nil {
+		c.outcomes.Outcome(now, fn, true, true)
+	}
 	if c.refused == nil {
 		return 0
 	}

@@ -134,6 +134,11 @@ type core struct {
 	chainMemo map[chainKey]chainVal
 	// chain is the joint split of a chain's slack (chain_sizing.go).
 	chain chainSplit
+	// budget is the misses counted against ε (miss_budget.go).
+	budget missBudget
+	// startup sizes the functions before the first window closes
+	// (startup_sizing.go).
+	startup startupSizing
 }
 
 func newCore(name string, p parts, spec Spec) (*core, error) {

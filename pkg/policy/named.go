@@ -155,6 +155,12 @@ type parts struct {
 	// shareRound time-shares a small target's rounding between n - 1
 	// and n containers within a budget of ε (sizing_share.go).
 	shareRound bool
+	// missBudget feeds the misses the driver reports back into the
+	// sizing's ε (miss_budget.go); gantry-miss-budget only, not kept.
+	missBudget bool
+	// startupSizing sizes the functions whose requests queue at every
+	// tick before the first window closes (startup_sizing.go).
+	startupSizing bool
 	// fastFall follows a fall of the window counts faster than a rise
 	// (rate_fall.go).
 	fastFall bool
@@ -195,7 +201,7 @@ var catalog = map[string]parts{
 		sloSizing: true, ageRetire: true, arrivalBurst: true, countRefused: true,
 		steadyExcess: true, noWarmBuffer: true, loadTrend: true, // the warm buffer: burst.go, warmBuffer
 		steadyMean: true, rateFloor: true, trendOwnGate: true, periodic: true, seasonal: true,
-		seasonalLevel: true, seasonalDisp: true, stepEnd: true, jointChain: true, shareRound: true},
+		seasonalLevel: true, seasonalDisp: true, stepEnd: true, jointChain: true, shareRound: true, startupSizing: true},
 }
 
 // gantryPanic is gantry's panic rule and window-boundary idling detection,
@@ -237,6 +243,8 @@ var ablations = map[string]func(p *parts){
 	"gantry-no-season-level":  func(p *parts) { p.seasonalLevel = false },
 	"gantry-no-season-disp":   func(p *parts) { p.seasonalDisp = false },
 	"gantry-no-step-end":      func(p *parts) { p.stepEnd = false },
+	"gantry-miss-budget":      func(p *parts) { p.missBudget = true }, // tried, not kept in gantry (miss_budget.go)
+	"gantry-no-startup-size":  func(p *parts) { p.startupSizing = false },
 	"gantry-fast-fall":        func(p *parts) { p.fastFall = true },     // tried, not kept in gantry (rate_fall.go)
 	"gantry-no-warm-buffer":   func(p *parts) { p.noWarmBuffer = true }, // gantry itself since 2 December, not in Ablations
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
@@ -276,10 +284,10 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-bursty-alarms", "gantry-disp-no-bursts", "gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
+	return []string{"gantry-bursty-alarms", "gantry-disp-no-bursts", "gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-miss-budget", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-joint-chain", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
 		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-share-round", "gantry-no-slo-sizing", "gantry-no-steady-excess",
-		"gantry-no-step-end",
+		"gantry-no-startup-size", "gantry-no-step-end",
 		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",
 		"gantry-stream", "gantry-warm-buffer"}
 }

@@ -37,6 +37,7 @@ func (c *core) Plan(now time.Time, views []View, out []Decision) {
 	if window {
 		c.resize(now)
 	}
+	c.startupSize(now, window, views) // startup_sizing.go
 	if c.p.arrivalBurst && c.p.periodic {
 		c.periodPrewarm(now)
 	}
@@ -92,7 +93,8 @@ func (c *core) resize(now time.Time) {
 		return
 	}
 	c.rate = rate
-	c.splitChain(rate) // chain_sizing.go
+	c.reviewBudget(now) // miss_budget.go
+	c.splitChain(rate)  // chain_sizing.go
 	for f := range c.fns {
 		n, ok := c.sizeFunction(f, rate)
 		if !ok {

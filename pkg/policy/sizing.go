@@ -256,8 +256,15 @@ func (c *core) serviceMix(f int) (ServiceMix, bool) {
 		Late: float64(late) / float64(n), LeastSlack: c.p.order == LeastSlack && c.steadyLoad()}, true
 }
 
-// sloTarget is the share of requests to meet the SLO, in (0, 1).
+// sloTarget is the share of requests the sizing aims to meet the SLO,
+// in (0, 1): the target, with its ε divided by the miss budget's
+// tightening (miss_budget.go) when the policy feeds its misses back.
 func (c *core) sloTarget() float64 {
+	return 1 - (1-c.baseSLOTarget())/c.budgetTight()
+}
+
+// baseSLOTarget is the share of requests that must meet the SLO.
+func (c *core) baseSLOTarget() float64 {
 	if t := c.spec.SLOTarget; t > 0 && t < 1 {
 		return t
 	}

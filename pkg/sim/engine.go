@@ -658,6 +658,9 @@ func (e *engine) advanceRequest(r int32, fn int32) {
 		e.err = fmt.Errorf("%w: app %q function %q produced an unusable sample: %w", ErrBadConfig, e.cfg.App.Name, f.Name, err)
 		return
 	}
+	if e.con.Caps.Outcomes {
+		e.con.Finished(e.policyTime(e.now), int(fn), e.now, e.entry(&e.fns[fn], req)) // policy.Caps.Outcomes
+	}
 	if int(fn)+1 < len(e.fns) {
 		req.size = out
 		e.enqueue(fn+1, r)
