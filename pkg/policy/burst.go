@@ -389,5 +389,5 @@ func (c *core) sizingDispersionSample(d float64, alarmed bool) float64 {
 	if c.p.dispSkipBursts && alarmed {
 		return c.dispSlow
 	}
-	return d
+	return c.recoverSample(d) // disp_recover.go
 }
