@@ -13,15 +13,7 @@ import (
 // comes near the clip, the two estimates are the same.
 func TestDispersionRecoversAfterAStepOnlyInTheVariant(t *testing.T) {
 	step := 3 * time.Minute
-	rate := func(at time.Duration) float64 {
-		if at >= step {
-			return 60
-		}
-		return 20
-	}
-	before, _ := poissonRunAs(t, "gantry", 5, step, rate)
-	g, _ := poissonRunAs(t, "gantry", 5, step+15*time.Second, rate)
-	v, _ := poissonRunAs(t, "gantry-disp-recover", 5, step+15*time.Second, rate)
+	before, g, v := stepFrom20To60(t, "gantry-disp-recover", step, step+15*time.Second)
 	t.Logf("slow dispersion before %.2f, after the step: gantry %.2f, variant %.2f", before.dispSlow, g.dispSlow, v.dispSlow)
 	if g.dispSlow < before.dispSlow+5 {
 		t.Fatalf("gantry's slow dispersion %.2f before the step, %.2f after: want the step in it", before.dispSlow, g.dispSlow)
@@ -29,8 +21,7 @@ func TestDispersionRecoversAfterAStepOnlyInTheVariant(t *testing.T) {
 	if lift := v.dispSlow - before.dispSlow; lift <= 0 || lift > 2*slowDispersionAlpha*dispRecoverClip*max(before.dispSlow, 1) {
 		t.Errorf("variant's slow dispersion %.2f before the step, %.2f after: want a lift of at most two clipped samples", before.dispSlow, v.dispSlow)
 	}
-	g, _ = poissonRunAs(t, "gantry", 5, step+5*time.Minute, rate)
-	v, _ = poissonRunAs(t, "gantry-disp-recover", 5, step+5*time.Minute, rate)
+	_, g, v = stepFrom20To60(t, "gantry-disp-recover", step, step+5*time.Minute)
 	if v.dispSlow >= g.dispSlow {
 		t.Errorf("5 min after the step: variant %.2f, gantry %.2f: want the variant's lower", v.dispSlow, g.dispSlow)
 	}
