@@ -62,6 +62,8 @@ func AblationVariants() []string {
 		"gantry-fast-fall",        // a fall of the window counts followed with weight 0.9 on bursty load (not in gantry)
 		"gantry-disp-no-bursts",   // the sizing's rate error leaves out the windows a burst alarm answered (not in gantry)
 		"gantry-bursty-alarms",    // and the burst detectors allow 360 false alarms an hour on unsteady load (not in gantry)
+		"gantry-startup-room",     // the sizing asked for 40% more than the predicted rate until the load's dispersion is measured (not in gantry)
+		"gantry-disp-recover",     // each window's sample of the sizing's rate error clipped at 10 times the estimate (not in gantry)
 		"gantry-stream",           // every rule off
 		"oracle",
 		"oracle-first-fit", // plan first fit only, no best fit

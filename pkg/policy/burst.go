@@ -310,15 +310,17 @@ func (b *burstState) addRise(r float64) {
 
 // warmBuffer is the rate the sizing adds for rises within a cold start:
 // the burstQuantile of the recent rises beyond noise (closeSpan), 0
-// before minRiseSamples rises are seen.
+// before minRiseSamples rises are seen; and at least the start-up room
+// (startup_room.go) where a variant holds one.
 func (c *core) warmBuffer() float64 {
+	room := c.startupRoom() // startup_room.go
 	b := &c.burst
 	if len(b.rises) < minRiseSamples || c.p.noWarmBuffer {
-		return 0
+		return room
 	}
 	b.sorted = append(b.sorted[:0], b.rises...)
 	slices.Sort(b.sorted)
-	return max(0, b.sorted[int(burstQuantile*float64(len(b.sorted)-1))])
+	return max(room, b.sorted[int(burstQuantile*float64(len(b.sorted)-1))])
 }
 
 // normalQuantile is the standard normal's p-quantile.
@@ -387,5 +389,5 @@ func (c *core) sizingDispersionSample(d float64, alarmed bool) float64 {
 	if c.p.dispSkipBursts && alarmed {
 		return c.dispSlow
 	}
-	return d
+	return c.recoverSample(d) // disp_recover.go
 }

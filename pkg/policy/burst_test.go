@@ -217,15 +217,7 @@ func TestBurstDetectsASmallStep(t *testing.T) {
 // rate, with no alarm, the two estimates are the same.
 func TestDispersionSkipsAlarmedWindowsOnlyInTheVariant(t *testing.T) {
 	step := 3 * time.Minute
-	rate := func(at time.Duration) float64 {
-		if at >= step {
-			return 60
-		}
-		return 20
-	}
-	before, _ := poissonRunAs(t, "gantry", 5, step, rate)
-	g, _ := poissonRunAs(t, "gantry", 5, step+15*time.Second, rate)
-	v, _ := poissonRunAs(t, "gantry-disp-no-bursts", 5, step+15*time.Second, rate)
+	before, g, v := stepFrom20To60(t, "gantry-disp-no-bursts", step, step+15*time.Second)
 	if g.burst.alarms == 0 || v.burst.alarms == 0 {
 		t.Fatalf("no alarm on a tripling (gantry %d, variant %d)", g.burst.alarms, v.burst.alarms)
 	}
@@ -279,4 +271,20 @@ func TestBurstyAlarmsAreSoonerOnlyOnAnUnsteadyLoad(t *testing.T) {
 		t.Errorf("step 20/s -> 40/s at %v: first alarm gantry %v, gantry-bursty-alarms %v after it: want the variant's first, and sooner",
 			step, gFirst-step, vFirst-step)
 	}
+}
+
+// stepFrom20To60 runs Poisson arrivals at 20/s that step to 60/s at step:
+// gantry up to the step, and gantry and the variant up to end.
+func stepFrom20To60(t *testing.T, variant string, step, end time.Duration) (before, g, v *core) {
+	t.Helper()
+	rate := func(at time.Duration) float64 {
+		if at >= step {
+			return 60
+		}
+		return 20
+	}
+	before, _ = poissonRunAs(t, "gantry", 5, step, rate)
+	g, _ = poissonRunAs(t, "gantry", 5, end, rate)
+	v, _ = poissonRunAs(t, variant, 5, end, rate)
+	return before, g, v
 }

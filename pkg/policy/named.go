@@ -140,6 +140,12 @@ type parts struct {
 	// arrivalBurst each: the on-arrival alarm and its excess, or the warm
 	// buffer the sizing adds.
 	noBurstAlarm, noWarmBuffer bool
+	// startupRoom adds room to the sizing's rate before the load's
+	// dispersion is measured (startup_room.go); gantry-startup-room only.
+	startupRoom bool
+	// dispRecover clips each window's sample of the slow dispersion at a
+	// multiple of the estimate (disp_recover.go); gantry-disp-recover only.
+	dispRecover bool
 	// dispSkipBursts leaves the windows a burst alarm was acted on out of
 	// the slow dispersion the sizing's rate error reads (burst.go,
 	// sizingDispersionSample); gantry-disp-no-bursts only.
@@ -250,6 +256,8 @@ var ablations = map[string]func(p *parts){
 	"gantry-warm-buffer":      func(p *parts) { p.noWarmBuffer = false },
 	"gantry-disp-no-bursts":   func(p *parts) { p.dispSkipBursts = true },                         // tried, not kept in gantry (burst.go)
 	"gantry-bursty-alarms":    func(p *parts) { p.dispSkipBursts = true; p.unsteadyAlarms = 360 }, // and alarms sooner on unsteady load; not in gantry
+	"gantry-startup-room":     func(p *parts) { p.startupRoom = true },                            // tried, not kept in gantry (startup_room.go)
+	"gantry-disp-recover":     func(p *parts) { p.dispRecover = true },                            // tried, not kept in gantry (disp_recover.go)
 	"gantry-panic":            func(p *parts) { p.arrivalBurst = false; gantryPanic(p) },
 	"gantry-no-panic":         func(p *parts) { gantryStream(p); p.panic = false },
 	"gantry-no-stream":        func(p *parts) { p.stream = false; p.empiricalMix = false },
@@ -284,12 +292,12 @@ func ChainAblations() []string { return []string{"cypress-no-cp", "cypress-cp", 
 
 // Ablations lists the gantry ablation policies, sorted.
 func Ablations() []string {
-	return []string{"gantry-bursty-alarms", "gantry-disp-no-bursts", "gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-miss-budget", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
+	return []string{"gantry-bursty-alarms", "gantry-disp-no-bursts", "gantry-disp-recover", "gantry-fast-fall", "gantry-heaviest-first", "gantry-mean-exec", "gantry-miss-budget", "gantry-no-age-retire", "gantry-no-burst", "gantry-no-burst-alarm", "gantry-no-cusum",
 		"gantry-no-hold", "gantry-no-joint-chain", "gantry-no-keep", "gantry-no-load-quantile", "gantry-no-min-span", "gantry-no-own-gate", "gantry-no-panic",
 		"gantry-no-periodic", "gantry-no-rate-floor", "gantry-no-refused", "gantry-no-season-disp", "gantry-no-season-level", "gantry-no-seasonal", "gantry-no-share-round", "gantry-no-slo-sizing", "gantry-no-steady-excess",
 		"gantry-no-startup-size", "gantry-no-step-end",
 		"gantry-no-steady-mean", "gantry-no-steady-retire", "gantry-no-stream", "gantry-no-trend", "gantry-panic", "gantry-panic-2sigma",
-		"gantry-stream", "gantry-warm-buffer"}
+		"gantry-startup-room", "gantry-stream", "gantry-warm-buffer"}
 }
 
 // New builds the named policy (or ablation) for an app.
