@@ -76,8 +76,10 @@ func (f *platformFlags) validate() error {
 		return usagef("--tick must be in [10ms, 1m], got %v", f.tick)
 	case f.window < time.Second || f.window > time.Hour:
 		return usagef("--window must be in [1s, 1h], got %v", f.window)
-	case !(f.sloTarget > 0 && f.sloTarget < 100):
-		return usagef("--slo-target must be a percentage in (0, 100), got %v", f.sloTarget)
+	case !(f.sloTarget > 1 && f.sloTarget < 100):
+		// A value of 1 or less is almost surely a fraction (0.999 for
+		// 99.9%): taken as a percentage it would size for nearly no SLO.
+		return usagef("--slo-target must be a percentage in (1, 100), e.g. 99.9, got %v", f.sloTarget)
 	case f.idleTimeout < time.Second || f.idleTimeout > 24*time.Hour:
 		return usagef("--idle-timeout must be in [1s, 24h], got %v", f.idleTimeout)
 	case f.maxBody < 1 || f.maxBody > 1<<30:

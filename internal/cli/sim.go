@@ -126,8 +126,10 @@ func checkFlags(cmd *cobra.Command, f *simFlags) error {
 		return usagef("--nodes and --cores-per-node must be positive, got %d and %d", f.nodes, f.coresPerNode)
 	case f.coldStart <= 0:
 		return usagef("--cold-start must be positive, got %v", f.coldStart)
-	case !(f.sloTarget > 0 && f.sloTarget < 100):
-		return usagef("--slo-target must be a percentage in (0, 100), got %v", f.sloTarget)
+	case !(f.sloTarget > 1 && f.sloTarget < 100):
+		// A value of 1 or less is almost surely a fraction (0.999 for
+		// 99.9%): taken as a percentage it would size for nearly no SLO.
+		return usagef("--slo-target must be a percentage in (1, 100), e.g. 99.9, got %v", f.sloTarget)
 	case f.idleTimeout <= 0 || f.idleTimeout > trace.MaxDuration:
 		return usagef("--idle-timeout must be in (0, %v], got %v", trace.MaxDuration, f.idleTimeout)
 	case f.workers <= 0:

@@ -50,6 +50,7 @@ func TestSimSLOCurve(t *testing.T) {
 		{[]string{"--policies", "gantry", "--slo-curve", "99"}, "give --out"},
 		{[]string{"--policies", "gantry", "--slo-curve", "99,100", "--out", out}, "percentages in (0, 100)"},
 		{[]string{"--policies", "gantry", "--slo-target", "100"}, "--slo-target must be"},
+		{[]string{"--policies", "gantry", "--slo-target", "0.999"}, "--slo-target must be a percentage in (1, 100), e.g. 99.9"},
 	} {
 		_, _, code, err := gantry(t, append(base, c.args...)...)
 		if code != 2 || err == nil || !strings.Contains(err.Error(), c.want) {

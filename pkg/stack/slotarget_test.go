@@ -29,7 +29,7 @@ functions:
 			t.Errorf("%s: slo_target %v, want %v", f.Name, f.SLOTarget, want[f.Name])
 		}
 	}
-	for _, bad := range []string{"slo_target: 100", "slo_target: -1", "annotations:\n      gantry.dev/slo-target: most"} {
+	for _, bad := range []string{"slo_target: 100", "slo_target: -1", "slo_target: 0.999", "annotations:\n      gantry.dev/slo-target: most"} {
 		if _, err := Parse("stack.yml", []byte("functions:\n  a:\n    fprocess: cat\n    "+bad+"\n")); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: err %v, want ErrInvalid", bad, err)
 		}

@@ -229,7 +229,7 @@ func (f *Function) Validate() error {
 		{f.Concurrency < 1 || f.Concurrency > MaxConcurrency, fmt.Sprintf("concurrency %d must be in [1, %d]", f.Concurrency, MaxConcurrency)},
 		{f.MaxQueue < 1 || f.MaxQueue > MaxQueueBound, fmt.Sprintf("max_queue %d must be in [1, %d]", f.MaxQueue, MaxQueueBound)},
 		{f.Timeout <= 0 || f.Timeout > MaxTimeout, fmt.Sprintf("timeout %v must be in (0, %v]", f.Timeout, MaxTimeout)},
-		{!(f.SLOTarget >= 0 && f.SLOTarget < 100), fmt.Sprintf("slo_target %v must be a percentage in (0, 100), or 0 for the gateway's", f.SLOTarget)},
+		{!(f.SLOTarget == 0 || (f.SLOTarget > 1 && f.SLOTarget < 100)), fmt.Sprintf("slo_target %v must be a percentage in (1, 100), e.g. 99.9, or 0 for the gateway's", f.SLOTarget)},
 		{f.ColdStart < 0 || f.ColdStart > MaxTimeout, fmt.Sprintf("cold_start %v must be in [0, %v]", f.ColdStart, MaxTimeout)},
 		{f.AsyncDeadline < f.SLO || f.AsyncDeadline > MaxAsyncDeadline, fmt.Sprintf("async_deadline %v must be in [the slo %v, %v]", f.AsyncDeadline, f.SLO, MaxAsyncDeadline)},
 		{!finitePositive(f.MinSize) || !finitePositive(f.MaxSize) || f.MinSize >= f.MaxSize,
